@@ -1,0 +1,62 @@
+"""memlab's own errors.
+
+Every message names what was wrong (the field, file or line), the rule that was broken and the
+value that broke it, so that a user can fix the input without reading the source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemlabError(Exception):
+    """Base class of every error memlab raises on purpose."""
+
+
+class ConfigError(MemlabError, ValueError):
+    """A configuration key is unknown or its value breaks the field's rule."""
+
+    def __init__(self, key: str, rule: str, value: Any = None) -> None:
+        self.key, self.rule, self.value = key, rule, value
+        super().__init__(f"config {key!r}: {rule} (got {value!r})")
+
+
+class InvalidInput(MemlabError, ValueError):
+    """A value handed to a public function breaks a rule (empty text, NaN importance, ...)."""
+
+    def __init__(self, field: str, rule: str, value: Any = None) -> None:
+        self.field, self.rule, self.value = field, rule, value
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+        super().__init__(f"{field}: {rule} (got {shown!r})")
+
+
+class InvalidCell(InvalidInput):
+    """A (scope, category) pair outside Familiars' VALID_CELLS."""
+
+
+class StoreError(MemlabError):
+    """The store cannot be opened or written (corrupt file, foreign schema, lock timeout)."""
+
+
+class CorruptStore(StoreError):
+    """The database file is not a readable SQLite database or fails its integrity check."""
+
+
+class EmbeddingUnavailable(MemlabError):
+    """The embedder cannot load or cannot embed; recall degrades to lexical, never to fake vectors."""
+
+
+class DatasetError(MemlabError, ValueError):
+    """A dataset file is malformed. Names the file, the line (1-based, when known) and the field."""
+
+    def __init__(self, file: str, rule: str, *, line: int | None = None, field: str | None = None,
+                 value: Any = None) -> None:
+        self.file, self.line, self.field, self.rule, self.value = file, line, field, rule, value
+        where = str(file) + (f":{line}" if line is not None else "")
+        what = f" field {field!r}" if field else ""
+        got = f" (got {value!r})" if value is not None else ""
+        super().__init__(f"{where}:{what} {rule}{got}")
+
+
+class VRAMError(MemlabError):
+    """The VRAM gate cannot satisfy a request (larger than the device, nothing evictable)."""
