@@ -1,0 +1,22 @@
+"""memlab: a research toolkit for the long-term memory of conversational AI agents."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from memlab.clock import FixedClock, ReplayClock, SystemClock  # noqa: E402
+from memlab.config import MemlabConfig, load_config  # noqa: E402
+from memlab.errors import (ConfigError, CorruptStore, DatasetError, EmbeddingUnavailable,  # noqa: E402
+                           InvalidCell, InvalidInput, MemlabError, StoreError)
+
+
+def open_store(*args, **kwargs):
+    """Open (or create) a memory store; see :func:`memlab.api.open_store`."""
+    from memlab.api import open_store as _open
+
+    return _open(*args, **kwargs)
+
+
+__all__ = ["open_store", "MemlabConfig", "load_config", "FixedClock", "ReplayClock", "SystemClock",
+           "MemlabError", "ConfigError", "InvalidInput", "InvalidCell", "StoreError",
+           "CorruptStore", "EmbeddingUnavailable", "DatasetError", "__version__"]

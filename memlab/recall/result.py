@@ -1,0 +1,67 @@
+"""What recall() returns: the selected memories, why they won, and the prompt block."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import pandas as pd
+
+from memlab.recall.inject import render_prompt_block
+from memlab.types import MemoryRecord
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """Selected memories, best first, with their score components.
+
+    ``frame`` has one row per memory: rank, id, text, score and every component of the formula
+    (``explain``). ``empty_reason`` says why nothing came back (nothing stored, nothing relevant).
+    ``notes`` lists degradations (e.g. the embedder was unavailable: lexical recall only).
+    """
+
+    query: str
+    memories: tuple[MemoryRecord, ...]
+    frame: pd.DataFrame
+    prompt_max_items: int = 20
+    empty_reason: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __len__(self) -> int:
+        return len(self.memories)
+
+    def __iter__(self):
+        return iter(self.memories)
+
+    def __getitem__(self, i: int) -> MemoryRecord:
+        return self.memories[i]
+
+    @property
+    def texts(self) -> list[str]:
+        return [m.text for m in self.memories]
+
+    @property
+    def ids(self) -> list[str]:
+        return [m.id for m in self.memories]
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.frame.copy()
+
+    def to_prompt(self) -> str:
+        """The §10 block (empty string when nothing was recalled)."""
+        return render_prompt_block(self.texts, max_items=self.prompt_max_items)
+
+    def _repr_html_(self) -> str:  # Jupyter
+        if not self.memories:
+            return f"<p>no memories: {self.empty_reason}</p>"
+        return self.frame._repr_html_()
+
+    def __str__(self) -> str:
+        if not self.memories:
+            return f"(no memories: {self.empty_reason})"
+        lines = [f"{r.rank:>2}. [{r.score:.3f}] {r.text}" for r in self.frame.itertuples()]
+        return "\n".join(lines)
+
+
+def explain_columns(components: Sequence[str]) -> list[str]:
+    return ["rank", "id", "text", "score", *components]

@@ -1,0 +1,1 @@
+"""What is written and how: importance scoring, layer choice, record construction."""
