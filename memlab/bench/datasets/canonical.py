@@ -27,10 +27,11 @@ import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone, tzinfo
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memlab.errors import DatasetError, InvalidInput
 
@@ -350,9 +351,10 @@ def _parse_fields(file: Path, line: int | None, obj: Any, spec: Mapping[str, tup
     return out
 
 
-def _read_jsonl(file: Path) -> Iterator[tuple[int, Any]]:
+def _read_jsonl(file: Path, missing: str = "file is missing (a canonical dataset folder holds card.json, "
+                "items.jsonl, queries.jsonl)") -> Iterator[tuple[int, Any]]:
     if not file.is_file():
-        raise _fail(file, "file is missing (a canonical dataset folder holds card.json, items.jsonl, queries.jsonl)")
+        raise _fail(file, missing)
     with open(file, "rb") as fh:
         for n, raw in enumerate(fh, 1):
             try:
@@ -442,3 +444,55 @@ def write_dataset(ds: Dataset, path: str | os.PathLike[str]) -> Path:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, folder / name)
     return folder
+
+
+# ----------------------------------------------------------------------------- helpers for native loaders
+
+def read_native_json(file: str | os.PathLike[str]) -> Any:
+    """Read one JSON document of a source benchmark; a missing or malformed file is a `DatasetError`."""
+    path = Path(file)
+    if not path.is_file():
+        raise _fail(path, "file is missing")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except UnicodeDecodeError as exc:
+        raise _fail(path, f"not UTF-8 ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise _fail(path, f"invalid JSON ({exc.msg} at column {exc.colno}; truncated file?)", line=exc.lineno) from None
+
+
+def read_native_jsonl(file: str | os.PathLike[str]) -> list[tuple[int, Any]]:
+    """Read a JSON Lines file of a source benchmark as ``[(line_number, value), ...]`` (blank lines skipped)."""
+    return list(_read_jsonl(Path(file), "file is missing"))
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", bool: "a boolean"}
+
+
+def native_field(obj: Any, key: str, kind: type | tuple[type, ...], *, file: str | os.PathLike[str],
+                 where: str, line: int | None = None) -> Any:
+    """``obj[key]`` checked to be of ``kind``; otherwise a `DatasetError` naming ``where.key``."""
+    name = f"{where}.{key}" if where else key
+    if not isinstance(obj, dict):
+        raise _fail(Path(file), "must be a JSON object", line=line, field=where or None, value=type(obj).__name__)
+    if key not in obj:
+        raise _fail(Path(file), "required field is missing", line=line, field=name)
+    value = obj[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+        raise _fail(Path(file), f"must be {wanted}", line=line, field=name, value=value)
+    return value
+
+
+def resolve_tz(tz: str | tzinfo) -> tzinfo:
+    """A timezone from an IANA name ("UTC", "Asia/Shanghai") or a tzinfo; naive source times are read in it."""
+    if isinstance(tz, tzinfo):
+        return tz
+    if tz == "UTC":
+        return timezone.utc
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        raise InvalidInput("tz", "must be an IANA timezone name such as 'UTC' or 'Asia/Shanghai'", tz) from None

@@ -288,7 +288,7 @@ def _datasets(draw) -> Dataset:
     return Dataset(card=card, items=tuple(items[i] for i in order), questions=tuple(questions))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(ds=_datasets())
 def test_round_trip_property(tmp_path_factory, ds):
     folder = write_dataset(ds, tmp_path_factory.mktemp("rt"))
