@@ -246,11 +246,15 @@ class Dataset:
             out.setdefault(q.conversation_id, []).append(q)
         return out
 
-    def conversations(self) -> list[str]:
-        """Conversation ids in first-seen order (items first, then questions)."""
+    @cached_property
+    def _conversations(self) -> tuple[str, ...]:
         seen = dict.fromkeys(it.conversation_id for it in self.items)
         seen.update(dict.fromkeys(q.conversation_id for q in self.questions))
-        return list(seen)
+        return tuple(seen)
+
+    def conversations(self) -> list[str]:
+        """Conversation ids in first-seen order (items first, then questions)."""
+        return list(self._conversations)
 
     def items_of(self, conversation_id: str) -> list[Item]:
         """The items of one conversation sorted by timestamp (stable: file order breaks ties)."""
@@ -298,7 +302,8 @@ class Dataset:
             raise InvalidInput("limit_questions", "must be a non-negative int or None", limit_questions)
         known = self.conversations()
         chosen = known if conversations is None else list(dict.fromkeys(conversations))
-        unknown = [c for c in chosen if c not in set(known)]
+        known_set = set(known)
+        unknown = [c for c in chosen if c not in known_set]
         if unknown:
             raise InvalidInput("conversations", "names conversations not in the dataset", unknown)
         chosen_set = set(chosen)
@@ -319,7 +324,8 @@ class Dataset:
 
 # ----------------------------------------------------------------------------- reading
 
-def _fail(file: Path, rule: str, *, line: int | None = None, field: str | None = None, value: Any = None) -> DatasetError:
+def _fail(file: Path, rule: str, *, line: int | None = None, field: str | None = None,
+          value: Any = None) -> DatasetError:
     return DatasetError(str(file), rule, line=line, field=field, value=value)
 
 

@@ -81,7 +81,8 @@ def _sessions(conv: dict, *, file: Path, where: str) -> list[tuple[int, list]]:
         m = _SESSION_KEY.match(key)
         if m:
             if not isinstance(value, list):
-                raise DatasetError(str(file), "must be a list of turns", field=f"{where}.{key}", value=type(value).__name__)
+                raise DatasetError(str(file), "must be a list of turns", field=f"{where}.{key}",
+                                   value=type(value).__name__)
             found.append((int(m.group(1)), value))
     return sorted(found)
 
@@ -185,6 +186,7 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
     version = "locomo10" + (f";categories={','.join(map(str, sorted(keep)))}" if keep is not None else "")
     card = Card(name=name, version=version, language="en", license=LICENSE, source=OFFICIAL_URL,
                 granularity="turn",
-                description="LoCoMo: very long two-person chats; questions with gold evidence turns (D<session>:<turn>)")
+                description="LoCoMo: very long two-person chats; questions with gold evidence turns "
+                            "(D<session>:<turn>)")
     return Dataset(card=card, items=tuple(items), questions=tuple(questions),
                    report=LoadReport(dropped=dict(dropped), notes=notes))

@@ -21,7 +21,8 @@ def test_zh_counts_items_and_drops(madial_root):
     assert [i.item_id for i in ds.items_of("1")] == ["3", "1", "9"]  # by date
     assert [i.item_id for i in ds.items_of("2")] == ["7", "5"]
     it = ds.items_of("1")[1]
-    assert (it.speaker, it.session_id, it.text) == ("Bart", "2023-12-25", "Bart在圣诞节晚会上跳舞，感觉非常开心。")
+    assert (it.speaker, it.session_id) == ("Bart", "2023-12-25")
+    assert it.text == "Bart在圣诞节晚会上跳舞，感觉非常开心。"
     assert it.timestamp == datetime(2023, 12, 25, tzinfo=UTC)
     assert it.meta == {"time": "2023-12-25", "scene": "活动类", "emotion": "开心"}
     assert ds.items_of("2")[0].speaker == "Lisa"
