@@ -1,0 +1,148 @@
+"""Benchmark plots: recall@k curves and per-category bars, one run or several overlaid.
+
+Figures are built with :class:`matplotlib.figure.Figure` and the Agg canvas directly, never through
+``pyplot``: nothing opens a window, no global backend is switched, and no figure lingers in
+pyplot's registry. In Jupyter a returned Figure still renders inline.
+
+Every function takes either one frame or a ``{label: frame}`` dict (several runs overlaid) and
+returns the Figure. A frame is either the output of :func:`memlab.bench.metrics.aggregate` (its
+overall row is used, or one row per category) or a per-query frame from
+:func:`memlab.bench.metrics.evaluate` (averaged here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from memlab.errors import InvalidInput
+
+__all__ = ["per_category_bars", "recall_curve", "save"]
+
+Frames = pd.DataFrame | Mapping[str, pd.DataFrame]
+
+
+def _runs(data: Frames, label: str | None) -> dict[str, pd.DataFrame]:
+    if isinstance(data, pd.DataFrame):
+        return {label or "run": data}
+    if not isinstance(data, Mapping) or len(data) == 0:
+        raise InvalidInput("data", "must be a DataFrame or a non-empty {label: DataFrame} dict",
+                           type(data).__name__)
+    for name, frame in data.items():
+        if not isinstance(frame, pd.DataFrame):
+            raise InvalidInput(f"data[{name!r}]", "must be a DataFrame", type(frame).__name__)
+    return {str(k): v for k, v in data.items()}
+
+
+def _is_aggregate(frame: pd.DataFrame, overall_label: str) -> bool:
+    return "n" in frame.columns and overall_label in frame.index
+
+
+def _overall(frame: pd.DataFrame, *, overall_label: str) -> pd.Series:
+    if _is_aggregate(frame, overall_label):
+        return frame.loc[overall_label]
+    return frame.mean(axis=0, numeric_only=True)
+
+
+def _axes(ax: Axes | None, *, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def recall_curve(data: Frames, *, ks: Sequence[int], ax: Axes | None = None,
+                 label: str | None = None, metric: str = "recall", overall_label: str = "all",
+                 figsize: tuple[float, float] = (5.0, 3.5)) -> Figure:
+    """``<metric>@k`` against ``k``: one line per run.
+
+    Args:
+        data: an aggregate or per-query frame, or ``{label: frame}`` for several runs.
+        ks: the cut-offs on the x axis; every ``<metric>@k`` column must exist.
+        ax: draw into these axes (their figure is returned) instead of a new figure.
+        label: the legend label when ``data`` is a single frame (default ``"run"``).
+        metric: the family plotted (``"recall"``, ``"ndcg"``, ``"recall_all"``, ...).
+        overall_label: the overall row's label in an aggregate frame.
+        figsize: size in inches of a new figure.
+    """
+    if len(ks) == 0:
+        raise InvalidInput("ks", "must name at least one cut-off", ks)
+    runs = _runs(data, label)
+    columns = [f"{metric}@{k}" for k in ks]
+    fig, ax = _axes(ax, figsize=figsize)
+    for name, frame in runs.items():
+        absent = [c for c in columns if c not in frame.columns]
+        if absent:
+            raise InvalidInput(f"data[{name!r}]", "lacks the metric columns plotted", absent)
+        row = _overall(frame, overall_label=overall_label)
+        ax.plot(list(ks), row[columns].to_numpy(dtype=float), marker="o", label=name)
+    ax.set_xlabel("k")
+    ax.set_ylabel(f"{metric}@k")
+    ax.set_xticks(list(ks))
+    ax.set_ylim(0.0, 1.0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def per_category_bars(data: Frames, *, metric: str = "recall@10", ax: Axes | None = None,
+                      label: str | None = None, include_overall: bool = True,
+                      overall_label: str = "all", figsize: tuple[float, float] = (7.0, 3.5),
+                      group_width: float = 0.8) -> Figure:
+    """Grouped bars of ``metric`` per category: one bar colour per run.
+
+    Args:
+        data: an aggregate frame (rows: overall + categories), or ``{label: frame}``.
+        metric: the column plotted.
+        ax, label, overall_label, figsize: as in :func:`recall_curve`.
+        include_overall: draw the overall row as the first group.
+        group_width: the fraction of a category slot the bars of one group fill.
+
+    Categories are the union over runs, in first-seen order; a run without a category draws no
+    bar there (it is not drawn as zero).
+    """
+    runs = _runs(data, label)
+    categories: dict[str, None] = {}
+    for name, frame in runs.items():
+        if metric not in frame.columns:
+            raise InvalidInput(f"data[{name!r}]", "lacks the metric column plotted", metric)
+        if not _is_aggregate(frame, overall_label):
+            raise InvalidInput(f"data[{name!r}]", "must be an aggregate frame (an "
+                               f"{overall_label!r} row and an 'n' column)", list(frame.columns))
+        for cat in frame.index:
+            if include_overall or cat != overall_label:
+                categories.setdefault(str(cat), None)
+    cats = list(categories)
+    fig, ax = _axes(ax, figsize=figsize)
+    x = np.arange(len(cats), dtype=float)
+    width = group_width / len(runs)
+    for i, (name, frame) in enumerate(runs.items()):
+        values = frame[metric].rename(index=str)
+        present = [j for j, c in enumerate(cats) if c in values.index]
+        heights = [float(values[cats[j]]) for j in present]
+        offset = (i - (len(runs) - 1) / 2) * width
+        ax.bar(x[present] + offset, heights, width=width, label=name)
+    ax.set_xticks(x, cats, rotation=30, ha="right")
+    ax.set_ylabel(metric)
+    ax.set_ylim(0.0, 1.0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def save(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
+    """Write ``fig`` to ``path`` (format from the suffix, e.g. ``.png``); create parent folders."""
+    out = Path(path)
+    if not out.suffix:
+        raise InvalidInput("path", "needs a file suffix that names the format (.png, .svg, .pdf)",
+                           str(path))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    return out
