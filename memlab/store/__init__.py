@@ -1,0 +1,56 @@
+"""The SQLite truth source: connection, migrations, repository, vector cache, embedding cache.
+
+Typical use::
+
+    conn, repo = open_store("memories.sqlite", config=cfg)
+    rowids = repo.add(records, terms=[memory_terms(r.text) for r in records],
+                      entities=[extract_entities(r.text) for r in records])
+    vecs = VectorCache(conn, model_version="e5-small-q4", dim=384,
+                       dtype=cfg.store.vector_dtype, int8_scale=cfg.store.int8_scale,
+                       partitioned=cfg.store.partition_by_quarter)
+    generation = repo.put_vectors(vecs, rowids, embeddings)
+    index = ExactIndex.load(vecs)        # or index.add(rowids, embeddings, meta, generation=...)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memlab.config import MemlabConfig
+
+from .cache import EmbeddingCache, text_hash
+from .connect import Connection, connect, driver, transaction
+from .exact import ExactIndex
+from .migrations import LATEST, MIGRATIONS, migrate, schema_version
+from .repository import Repository, validate_record
+from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter, quarters_between,
+                      registered_tables, table_name)
+
+
+def open_store(path: str | Path, *, config: MemlabConfig | None = None, quick_check: bool = True
+               ) -> tuple[Connection, Repository]:
+    """Connect (``store.busy_timeout_ms``, ``store.journal_mode``), migrate, and return
+    ``(connection, Repository)``."""
+    config = config if config is not None else MemlabConfig()
+    conn = connect(path, busy_timeout_ms=config.store.busy_timeout_ms,
+                   journal_mode=config.store.journal_mode, quick_check=quick_check)
+    try:
+        migrate(conn)
+        return conn, Repository(conn, config=config)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def vector_cache(conn: Connection, *, model_version: str, dim: int,
+                 config: MemlabConfig | None = None) -> VectorCache:
+    """A :class:`VectorCache` laid out as ``config.store`` says (dtype, int8 scale, partitions)."""
+    s = (config if config is not None else MemlabConfig()).store
+    return VectorCache(conn, model_version=model_version, dim=dim, dtype=s.vector_dtype,
+                       int8_scale=s.int8_scale, partitioned=s.partition_by_quarter)
+
+
+__all__ = ["Connection", "EmbeddingCache", "ExactIndex", "LATEST", "MIGRATIONS", "Repository",
+           "VectorCache", "VectorMeta", "connect", "driver", "load_meta", "migrate", "open_store",
+           "quantize_int8", "quarter", "quarters_between", "registered_tables", "schema_version",
+           "table_name", "text_hash", "transaction", "validate_record", "vector_cache"]

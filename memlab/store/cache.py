@@ -1,0 +1,107 @@
+"""The embedding cache: vectors keyed by (model version, sha256 of the exact text embedded).
+
+Re-running a benchmark or rebuilding the vector cache never re-embeds a text this model version has
+already embedded. Vectors are stored as float32 blobs. The key is the *exact* text handed to the
+embedder (after any rendering template or document prefix), so two renderings never share a vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from memlab.errors import InvalidInput
+
+from .connect import Connection, transaction
+
+
+def text_hash(text: str) -> str:
+    """sha256 (hex) of a text's UTF-8 bytes: the key of embedded texts."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Read and write cached embeddings in the store's ``embedding_cache`` table.
+
+    Args:
+        conn: store connection (schema migrated).
+        chunk: texts looked up per query.
+    """
+
+    def __init__(self, conn: Connection, *, chunk: int = 2048) -> None:
+        self.conn, self.chunk = conn, int(chunk)
+
+    def get_many(self, model_version: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
+        """Cached vectors of these texts: {index in ``texts``: float32 vector} (hits only)."""
+        _check_model(model_version)
+        hashes = [text_hash(_check_text(t)) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        for i in range(0, len(unique), self.chunk):
+            part = unique[i:i + self.chunk]
+            for h, blob in self.conn.execute(
+                    "SELECT text_hash, vector FROM embedding_cache WHERE model_version = ? AND "
+                    "text_hash IN (SELECT value FROM json_each(?))", (model_version, json.dumps(part))):
+                found[h] = np.frombuffer(blob, np.float32).copy()
+        return {i: found[h] for i, h in enumerate(hashes) if h in found}
+
+    def put_many(self, model_version: str, texts: Sequence[str], vectors: Any) -> None:
+        """Store vectors of these texts (replacing any cached ones), in one transaction."""
+        _check_model(model_version)
+        texts = [_check_text(t) for t in texts]
+        arr = np.asarray(vectors, np.float32)
+        if arr.ndim != 2 or arr.shape[0] != len(texts) or arr.shape[1] == 0:
+            raise InvalidInput("vector", f"needs shape ({len(texts)}, dim)", tuple(arr.shape))
+        if not np.isfinite(arr).all():
+            raise InvalidInput("vector", "must be finite (no NaN or inf)", "non-finite values")
+        dim = int(arr.shape[1])
+        with transaction(self.conn):
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO embedding_cache (model_version, text_hash, dim, vector) "
+                "VALUES (?, ?, ?, ?)",
+                [(model_version, text_hash(t), dim, np.ascontiguousarray(v).tobytes())
+                 for t, v in zip(texts, arr)])
+
+    def embed(self, model_version: str, texts: Sequence[str],
+              embed_fn: Callable[[list[str]], Any]) -> np.ndarray:
+        """Vectors of ``texts``: cached ones read, the others embedded by ``embed_fn`` (called once,
+        with the distinct missing texts, or not at all) and cached. Returns (len(texts), dim)."""
+        texts = list(texts)
+        hits = self.get_many(model_version, texts)
+        todo = list(dict.fromkeys(t for i, t in enumerate(texts) if i not in hits))
+        fresh: dict[str, np.ndarray] = {}
+        if todo:
+            new = np.asarray(embed_fn(todo), np.float32)
+            if new.ndim != 2 or new.shape[0] != len(todo):
+                raise InvalidInput("vector", f"embed_fn must return ({len(todo)}, dim)",
+                                   tuple(new.shape))
+            self.put_many(model_version, todo, new)
+            fresh = dict(zip(todo, new))
+        rows = [hits[i] if i in hits else fresh[t] for i, t in enumerate(texts)]
+        if not rows:
+            return np.zeros((0, 0), np.float32)
+        dims = {len(r) for r in rows}
+        if len(dims) != 1:
+            raise InvalidInput("vector", f"cached and new vectors of {model_version!r} differ in "
+                               f"dimension", sorted(dims))
+        return np.stack(rows)
+
+    def count(self, model_version: str | None = None) -> int:
+        if model_version is None:
+            return int(self.conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0])
+        return int(self.conn.execute("SELECT count(*) FROM embedding_cache WHERE model_version = ?",
+                                     (model_version,)).fetchone()[0])
+
+
+def _check_model(model_version: str) -> None:
+    if not isinstance(model_version, str) or not model_version.strip():
+        raise InvalidInput("model_version", "must be a non-empty string", model_version)
+
+
+def _check_text(text: str) -> str:
+    if not isinstance(text, str):
+        raise InvalidInput("text", "must be a string", type(text).__name__)
+    return text

@@ -1,0 +1,196 @@
+"""ExactIndex: an in-process exact (numpy) copy of one vector table, kept in step with SQLite.
+
+sqlite-vec's vec0 search is a brute-force scan in SQLite; a numpy matrix-vector product over the
+same vectors is several times faster. ExactIndex holds the vectors of one :class:`VectorCache`
+(unit-normalised float32; int8 rows dequantised exactly as sqlite-vec sees them) with their filter
+columns as arrays, and answers the same searches with the filters applied BEFORE ranking (a mask
+over agent / user / active / layer / time, then ``argpartition``). Results equal sqlite-vec's:
+same rowids, cosines within float32 rounding (parity-tested).
+
+Keeping in step: load it at open (:meth:`ExactIndex.load`); after each *committed* write apply the
+same change (:meth:`add`, :meth:`remove`) passing the generation the write returned; a generation
+that does not follow the index's own (another process wrote meanwhile) marks it stale, and
+:meth:`sync` reloads it from the table whenever the table's generation differs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from memlab.errors import InvalidInput
+from memlab.recall.features import LAYER_CODES
+
+from .vectors import MAX_K, VectorCache, VectorMeta, quantize_int8
+
+
+class ExactIndex:
+    """Exact cosine search over one model version's vectors, in memory.
+
+    Args:
+        dim: vector dimension.
+        dtype: the table's element type; ``"int8"`` rows are quantised and dequantised on add so
+            the index ranks exactly what sqlite-vec ranks.
+        int8_scale: the table's quantisation scale.
+        gather_fraction: when the filters keep fewer than this fraction of rows, score only those
+            rows (gather); otherwise score all rows and mask. A speed knob, not a result changer.
+    """
+
+    def __init__(self, *, dim: int, dtype: str = "float32", int8_scale: float = 0.25,
+                 gather_fraction: float = 0.25) -> None:
+        self.dim, self.dtype, self.int8_scale = int(dim), dtype, float(int8_scale)
+        self.gather_fraction = float(gather_fraction)
+        self.generation = -1
+        self.stale = False
+        self._n = 0
+        self._mat = np.zeros((0, self.dim), np.float32)
+        self._rowid = np.zeros(0, np.int64)
+        self._agent = np.zeros(0, np.int32)
+        self._user = np.zeros(0, np.int32)
+        self._layer = np.zeros(0, np.int8)
+        self._time = np.zeros(0, np.int64)
+        self._active = np.zeros(0, bool)
+        self._codes: dict[str, int] = {}
+        self._pos: dict[int, int] = {}
+
+    @classmethod
+    def load(cls, cache: VectorCache, **kwargs: Any) -> "ExactIndex":
+        """An index holding every row of ``cache``'s table (empty when the table does not exist)."""
+        index = cls(dim=cache.dim, dtype=cache.dtype, int8_scale=cache.int8_scale, **kwargs)
+        index._reload(cache)
+        return index
+
+    def _reload(self, cache: VectorCache) -> None:
+        self.__init__(dim=cache.dim, dtype=cache.dtype, int8_scale=cache.int8_scale,
+                      gather_fraction=self.gather_fraction)
+        if cache.exists():
+            gen = cache.generation()
+            rowids, mat, meta = cache.rows()
+            self._append(rowids, mat, meta, quantised=True)
+            self.generation = gen
+
+    def sync(self, cache: VectorCache) -> bool:
+        """Reload from the table when it changed behind this index's back; True if reloaded."""
+        if self.stale or cache.generation() != self.generation:
+            self._reload(cache)
+            return True
+        return False
+
+    def __len__(self) -> int:
+        return self._n
+
+    # -- changes after a committed write ---------------------------------------------------------
+    def add(self, rowids: Sequence[int], vectors: Any, meta: Sequence[VectorMeta], *,
+            generation: int | None = None) -> None:
+        """Apply a committed upsert (rowids already present are replaced)."""
+        rowids = np.asarray(rowids, np.int64).reshape(-1)
+        arr = np.asarray(vectors, np.float32)
+        if arr.ndim != 2 or arr.shape[1] != self.dim or arr.shape[0] != len(rowids):
+            raise InvalidInput("vector", f"must be ({len(rowids)}, {self.dim})", tuple(arr.shape))
+        if len(meta) != len(rowids):
+            raise InvalidInput("meta", f"needs one per rowid ({len(rowids)})", len(meta))
+        self.remove([r for r in rowids.tolist() if r in self._pos])
+        self._append(rowids, arr, list(meta), quantised=False)
+        self._advance(generation)
+
+    def remove(self, rowids: Sequence[int], *, generation: int | None = None) -> None:
+        """Apply a committed delete (absent rowids are ignored)."""
+        drop = [self._pos[int(r)] for r in rowids if int(r) in self._pos]
+        if drop:
+            keep = np.ones(self._n, bool)
+            keep[drop] = False
+            n = int(keep.sum())
+            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_mat"):
+                arr = getattr(self, name)
+                arr[:n] = arr[:self._n][keep]
+            self._n = n
+            self._pos = {int(r): i for i, r in enumerate(self._rowid[:n].tolist())}
+        self._advance(generation)
+
+    def _advance(self, generation: int | None) -> None:
+        if generation is None:
+            return
+        if generation != self.generation + 1:
+            self.stale = True
+        self.generation = generation
+
+    def _code(self, name: str) -> int:
+        return self._codes.setdefault(name, len(self._codes))
+
+    def _append(self, rowids: np.ndarray, mat: np.ndarray, meta: list[VectorMeta], *,
+                quantised: bool) -> None:
+        m = len(rowids)
+        if m == 0:
+            return
+        if self.dtype == "int8" and not quantised:
+            mat = quantize_int8(mat, self.int8_scale).astype(np.float32)
+        norms = np.linalg.norm(mat, axis=1, keepdims=True)
+        mat = mat / np.where(norms == 0, 1.0, norms)
+        need = self._n + m
+        if need > len(self._rowid):
+            cap = max(need, 2 * len(self._rowid), 1024)
+            self._mat = _grow(self._mat, cap)
+            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active"):
+                setattr(self, name, _grow(getattr(self, name), cap))
+        s = slice(self._n, need)
+        self._mat[s] = mat
+        self._rowid[s] = rowids
+        self._agent[s] = [self._code(x.agent_id) for x in meta]
+        self._user[s] = [self._code(x.user_id) for x in meta]
+        self._layer[s] = [LAYER_CODES[x.retention_layer] for x in meta]
+        self._time[s] = [x.event_time for x in meta]
+        self._active[s] = [x.active for x in meta]
+        for i, r in enumerate(rowids.tolist()):
+            self._pos[int(r)] = self._n + i
+        self._n = need
+
+    # -- search ----------------------------------------------------------------------------------
+    def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
+               layers: Sequence[str] | None = None, since: float | None = None,
+               until: float | None = None, active_only: bool = True
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Same contract as :meth:`VectorCache.search`: (rowids int64, cosine float32), best first."""
+        q = np.asarray(query_vec, np.float32).reshape(-1)
+        if q.shape[0] != self.dim or not np.isfinite(q).all() or not q.any():
+            raise InvalidInput("vector", f"must be a finite, non-zero vector of dimension "
+                               f"{self.dim}", tuple(np.shape(query_vec)))
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_K:
+            raise InvalidInput("k", f"must be an integer in [0, {MAX_K}]", k)
+        empty = np.zeros(0, np.int64), np.zeros(0, np.float32)
+        a, u = self._codes.get(agent_id), self._codes.get(user_id)
+        if k == 0 or a is None or u is None or self._n == 0:
+            return empty
+        if self.dtype == "int8":
+            q = quantize_int8(q, self.int8_scale).astype(np.float32)
+        q = q / np.linalg.norm(q)
+        n = self._n
+        mask = (self._agent[:n] == a) & (self._user[:n] == u)
+        if active_only:
+            mask &= self._active[:n]
+        if layers is not None:
+            codes = [LAYER_CODES[x] for x in layers if x in LAYER_CODES]
+            mask &= np.isin(self._layer[:n], codes)
+        if since is not None:
+            mask &= self._time[:n] >= math.floor(since)
+        if until is not None:
+            mask &= self._time[:n] < math.floor(until)
+        idx = np.flatnonzero(mask)
+        if len(idx) == 0:
+            return empty
+        if len(idx) < self.gather_fraction * n:
+            sims = self._mat[idx] @ q
+        else:
+            sims = (self._mat[:n] @ q)[idx]
+        kk = min(k, len(idx))
+        top = np.argpartition(-sims, kk - 1)[:kk] if kk < len(idx) else np.arange(len(idx))
+        rows = self._rowid[idx[top]]
+        order = np.lexsort((rows, -sims[top]))
+        return rows[order], sims[top][order].astype(np.float32)
+
+
+def _grow(arr: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros((cap,) + arr.shape[1:], arr.dtype)
+    out[:len(arr)] = arr
+    return out

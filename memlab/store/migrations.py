@@ -1,0 +1,231 @@
+"""Numbered schema migrations of the memlab store.
+
+Each migration is a tuple of SQL statements (never ``executescript``, which would commit the
+enclosing transaction) applied in one ``BEGIN IMMEDIATE`` transaction together with the new
+``PRAGMA user_version``; the applied migrations are also listed in ``schema_migrations``. A database
+whose version is newer than this code raises :class:`~memlab.errors.StoreError`; a database that
+already holds other tables but no memlab version is refused rather than written into.
+
+Schema (version 1), after Reverie §6.1/§6.2/§7.2/§11.1 and Familiars §5.3.2:
+
+- ``memory_records``: one row per memory; ``rowid INTEGER PRIMARY KEY AUTOINCREMENT`` (rowids are
+  never reused, so a stale cache can never attach a vector to another memory) and ``id TEXT UNIQUE``;
+  every :class:`~memlab.types.MemoryRecord` field (mappings and lists as JSON), the derived
+  ``owner`` (agent, user), ``n_terms`` (BM25 length), ``emotion_max`` (max |emotion|), ``terms_json``
+  (the lexical terms as indexed) and ``text_hash`` (sha256 of the text).
+- ``memory_owners``: (agent_id, user_id) -> small integer, with the searchable document count and
+  total term count of that owner (BM25's N and average length: lookups, not scans).
+- ``memory_terms(owner, term, rowid, dl)`` WITHOUT ROWID: the lexical index. Postings exist only
+  for searchable memories (active, not deprecated); looked up by (owner, term) through the primary
+  key, so the agent/user filter is part of the index lookup.
+- ``term_stats(owner, term, df)``: BM25 document frequencies per owner.
+- ``memory_entities(id, name UNIQUE)`` + ``memory_entity_links(entity_id, rowid)`` (§11.1).
+- ``memory_embeddings(rowid, model_version, text_hash)``: which text (by hash) each memory was
+  embedded from under each model; absent = pending for that model.
+- ``embedding_cache(model_version, text_hash, dim, vector)``: float32 blobs.
+- ``vector_tables``: registry of the sqlite-vec tables, one per model version.
+- ``memory_jobs``, ``memory_usage_events``, ``memory_recall_events``: for lifecycle issues.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from memlab.errors import StoreError
+from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUSES,
+                          LIFECYCLE_STATES, RETENTION_LAYERS, SCOPES, CATEGORIES)
+
+from .connect import Connection, db_errors, transaction
+
+
+def _in(values: Sequence[str]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+_V1: tuple[str, ...] = (
+    """CREATE TABLE schema_migrations (
+        version INTEGER PRIMARY KEY,
+        name TEXT NOT NULL)""",
+    """CREATE TABLE memory_owners (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        n_docs INTEGER NOT NULL DEFAULT 0 CHECK (n_docs >= 0),
+        total_terms INTEGER NOT NULL DEFAULT 0 CHECK (total_terms >= 0),
+        UNIQUE (agent_id, user_id))""",
+    f"""CREATE TABLE memory_records (
+        rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE CHECK (length(id) > 0),
+        text TEXT NOT NULL CHECK (length(trim(text)) > 0),
+        owner INTEGER NOT NULL REFERENCES memory_owners(id),
+        agent_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        retention_layer TEXT NOT NULL CHECK (retention_layer IN {_in(RETENTION_LAYERS)}),
+        cognitive_layer TEXT NOT NULL CHECK (cognitive_layer IN {_in(COGNITIVE_LAYERS)}),
+        timestamp REAL NOT NULL,
+        event_time REAL,
+        importance REAL NOT NULL CHECK (importance >= 0.0 AND importance <= 1.0),
+        emotions_json TEXT NOT NULL DEFAULT '{{}}',
+        emotion_max REAL NOT NULL DEFAULT 0.0 CHECK (emotion_max >= 0.0),
+        keywords_json TEXT NOT NULL DEFAULT '[]',
+        entities_json TEXT NOT NULL DEFAULT '[]',
+        embedding_model_version TEXT NOT NULL DEFAULT '',
+        embedding_status TEXT NOT NULL CHECK (embedding_status IN {_in(EMBEDDING_STATUSES)}),
+        last_accessed REAL,
+        access_count INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
+        mention_count INTEGER NOT NULL DEFAULT 1 CHECK (mention_count >= 1),
+        fact_key TEXT NOT NULL DEFAULT '',
+        fact_revision INTEGER NOT NULL DEFAULT 1 CHECK (fact_revision >= 1),
+        lifecycle_state TEXT NOT NULL CHECK (lifecycle_state IN {_in(LIFECYCLE_STATES)}),
+        source_type TEXT NOT NULL DEFAULT '',
+        source_uri TEXT NOT NULL DEFAULT '',
+        source_hash TEXT NOT NULL DEFAULT '',
+        scope TEXT CHECK (scope IS NULL OR scope IN {_in(SCOPES)}),
+        category TEXT CHECK (category IS NULL OR category IN {_in(CATEGORIES)}),
+        tags_json TEXT NOT NULL DEFAULT '[]',
+        ttl_json TEXT,
+        supersedes TEXT,
+        deprecated INTEGER NOT NULL DEFAULT 0 CHECK (deprecated IN (0, 1)),
+        evidence_json TEXT,
+        epistemic_status TEXT NOT NULL CHECK (epistemic_status IN {_in(EPISTEMIC_STATUSES)}),
+        pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+        derived_from_json TEXT NOT NULL DEFAULT '[]',
+        source_quote_json TEXT NOT NULL DEFAULT '[]',
+        dialogue_id TEXT,
+        schema_version INTEGER NOT NULL DEFAULT 2,
+        speaker TEXT NOT NULL DEFAULT '',
+        session_id TEXT NOT NULL DEFAULT '',
+        meta_json TEXT NOT NULL DEFAULT '{{}}',
+        terms_json TEXT NOT NULL DEFAULT '[]',
+        n_terms INTEGER NOT NULL DEFAULT 0 CHECK (n_terms >= 0),
+        text_hash TEXT NOT NULL)""",
+    "CREATE INDEX memory_records_layer ON memory_records (agent_id, user_id, retention_layer)",
+    "CREATE INDEX memory_records_time ON memory_records (agent_id, user_id, timestamp)",
+    "CREATE INDEX memory_records_fact ON memory_records (fact_key)",
+    """CREATE TABLE memory_terms (
+        owner INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        rowid INTEGER NOT NULL,
+        dl INTEGER NOT NULL,
+        PRIMARY KEY (owner, term, rowid)) WITHOUT ROWID""",
+    """CREATE TABLE term_stats (
+        owner INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        df INTEGER NOT NULL CHECK (df >= 0),
+        PRIMARY KEY (owner, term)) WITHOUT ROWID""",
+    """CREATE TABLE memory_entities (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE)""",
+    """CREATE TABLE memory_entity_links (
+        entity_id INTEGER NOT NULL REFERENCES memory_entities(id),
+        rowid INTEGER NOT NULL REFERENCES memory_records(rowid) ON DELETE CASCADE,
+        PRIMARY KEY (entity_id, rowid)) WITHOUT ROWID""",
+    "CREATE INDEX memory_entity_links_row ON memory_entity_links (rowid)",
+    """CREATE TABLE memory_embeddings (
+        rowid INTEGER NOT NULL REFERENCES memory_records(rowid) ON DELETE CASCADE,
+        model_version TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        PRIMARY KEY (rowid, model_version)) WITHOUT ROWID""",
+    """CREATE TABLE embedding_cache (
+        model_version TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        dim INTEGER NOT NULL CHECK (dim > 0),
+        vector BLOB NOT NULL CHECK (length(vector) = 4 * dim),
+        PRIMARY KEY (model_version, text_hash)) WITHOUT ROWID""",
+    """CREATE TABLE vector_tables (
+        model_version TEXT PRIMARY KEY,
+        table_name TEXT NOT NULL UNIQUE,
+        dim INTEGER NOT NULL CHECK (dim > 0),
+        dtype TEXT NOT NULL CHECK (dtype IN ('float32', 'int8')),
+        int8_scale REAL NOT NULL CHECK (int8_scale > 0),
+        partitioned INTEGER NOT NULL CHECK (partitioned IN (0, 1)),
+        generation INTEGER NOT NULL DEFAULT 0)""",
+    """CREATE TABLE memory_jobs (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}',
+        state TEXT NOT NULL DEFAULT 'queued'
+            CHECK (state IN ('queued', 'leased', 'done', 'failed')),
+        lease_until REAL,
+        attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL)""",
+    "CREATE INDEX memory_jobs_state ON memory_jobs (state, kind)",
+    """CREATE TABLE memory_usage_events (
+        id INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        weight REAL NOT NULL,
+        at REAL NOT NULL,
+        meta_json TEXT NOT NULL DEFAULT '{}')""",
+    "CREATE INDEX memory_usage_events_memory ON memory_usage_events (memory_id, at)",
+    """CREATE TABLE memory_recall_events (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        query TEXT NOT NULL,
+        at REAL NOT NULL,
+        memory_ids_json TEXT NOT NULL DEFAULT '[]',
+        meta_json TEXT NOT NULL DEFAULT '{}')""",
+)
+
+Step = str | Callable[[Connection], None]
+
+#: (version, name, steps); versions are 1, 2, 3, ... in order. Append, never edit a released one.
+MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
+    (1, "initial schema: records, lexical and entity index, embeddings, vector registry, jobs", _V1),
+)
+
+LATEST = MIGRATIONS[-1][0]
+
+
+def schema_version(conn: Connection) -> int:
+    """The database's schema version (``PRAGMA user_version``; 0 for a new database)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _refuse_foreign(conn: Connection) -> None:
+    foreign = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    if foreign:
+        raise StoreError(f"not a memlab store: schema version 0 but it holds tables "
+                         f"{sorted(foreign)[:5]}; refusing to write into it")
+
+
+def migrate(conn: Connection, *, migrations: Sequence[tuple[int, str, Sequence[Step]]] = MIGRATIONS
+            ) -> int:
+    """Apply the pending migrations, each in its own transaction; return the schema version.
+
+    Idempotent: a database at the latest version is left untouched.
+
+    Raises:
+        StoreError: the database is newer than this code, or holds tables of another application.
+    """
+    latest = migrations[-1][0] if migrations else 0
+    for i, (version, _, _) in enumerate(migrations, start=1):
+        if version != i:
+            raise StoreError(f"migrations: versions must be 1, 2, 3, ... in order (entry {i} is "
+                             f"version {version})")
+    current = schema_version(conn)
+    if current > latest:
+        raise StoreError(f"store schema version {current} is newer than this memlab's {latest}: "
+                         f"upgrade memlab to open it")
+    for version, name, steps in migrations:
+        if version <= current:
+            continue
+        with transaction(conn):
+            now = schema_version(conn)
+            if now >= version:  # another process migrated meanwhile
+                continue
+            if now == 0:
+                _refuse_foreign(conn)
+            for step in steps:
+                try:
+                    step(conn) if callable(step) else conn.execute(step)
+                except db_errors() as exc:
+                    raise StoreError(f"migration {version} ({name}) failed: {exc}") from exc
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
+                         (version, name))
+            conn.execute(f"PRAGMA user_version = {int(version)}")
+        current = version
+    return schema_version(conn)

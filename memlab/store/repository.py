@@ -1,0 +1,599 @@
+"""The repository: every read and write of memories, their lexical and entity index (the only SQL).
+
+Writes are all or nothing (one ``BEGIN IMMEDIATE`` transaction each, composable into a caller's
+larger one) and validated before anything is written: bad input raises
+:class:`~memlab.errors.InvalidInput` naming the field and the value, and leaves the store unchanged.
+
+Lexical recall is BM25 over the memory-term sets (Reverie §6.2). Terms are a *set* per memory, so
+every matched term has tf = 1 and a memory's BM25 is::
+
+    bm25(d) = sum_{t in q ∩ d} idf(t) * (k1 + 1) / (1 + k1 * (1 - b + b * |d| / avgdl))
+    idf(t)  = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+with N, df and avgdl taken over the searchable memories (active, not deprecated) of the same
+(agent_id, user_id): all three are lookups (``memory_owners``, ``term_stats``), never scans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import operator
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from numbers import Real
+from typing import Any
+
+import numpy as np
+
+from memlab.config import MemlabConfig
+from memlab.errors import InvalidCell, InvalidInput, StoreError
+from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES
+from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUSES,
+                          LIFECYCLE_STATES, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
+
+from .cache import EmbeddingCache, text_hash
+from .connect import Connection, transaction
+from .migrations import LATEST, schema_version
+from .vectors import VectorCache, registered_tables
+
+_JSON_FIELDS = {"emotions": "emotions_json", "keywords": "keywords_json", "entities": "entities_json",
+                "tags": "tags_json", "ttl": "ttl_json", "evidence": "evidence_json",
+                "derived_from": "derived_from_json", "source_quote": "source_quote_json",
+                "meta": "meta_json"}
+_FIELDS = [f.name for f in dataclasses.fields(MemoryRecord)]
+_COLS = [_JSON_FIELDS.get(f, f) for f in _FIELDS]
+_EXTRA = ["owner", "emotion_max", "terms_json", "n_terms", "text_hash"]
+_INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(_COLS + _EXTRA)}) "
+           f"VALUES ({', '.join('?' * (1 + len(_COLS) + len(_EXTRA)))})")
+_UPDATE = (f"UPDATE memory_records SET {', '.join(c + ' = ?' for c in _COLS + _EXTRA)} "
+           f"WHERE rowid = ?")
+_SELECT = f"SELECT rowid, {', '.join(_COLS)} FROM memory_records"
+_TUPLES = {"keywords", "entities", "tags", "derived_from", "source_quote"}
+_ENUMS = {"retention_layer": RETENTION_LAYERS, "cognitive_layer": COGNITIVE_LAYERS,
+          "lifecycle_state": LIFECYCLE_STATES, "embedding_status": EMBEDDING_STATUSES,
+          "epistemic_status": EPISTEMIC_STATUSES}
+_VECTOR_META = {"agent_id", "user_id", "retention_layer", "cognitive_layer", "event_time",
+                "timestamp", "lifecycle_state", "deprecated"}
+
+
+def _ids_json(values: Sequence[Any]) -> str:
+    return json.dumps([int(v) for v in values])
+
+
+def _dumps(value: Any, field: str) -> str | None:
+    if value is None:
+        return None
+    if not value:
+        return "{}" if isinstance(value, Mapping) else "[]"
+    try:
+        return json.dumps(dict(value) if isinstance(value, Mapping) else list(value),
+                          ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(field, f"must be JSON-serialisable ({exc})", value) from exc
+
+
+def _finite(rec: MemoryRecord, field: str, *, lo: float | None = None, hi: float | None = None,
+            optional: bool = False) -> None:
+    v = getattr(rec, field)
+    if v is None and optional:
+        return
+    if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v):
+        raise InvalidInput(field, "must be a finite number", v)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise InvalidInput(field, f"must be in [{lo}, {hi}]", v)
+
+
+def _count(rec: MemoryRecord, field: str, lo: int) -> None:
+    v = getattr(rec, field)
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise InvalidInput(field, f"must be an integer >= {lo}", v)
+
+
+def _strs(values: Any, field: str) -> list[str]:
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise InvalidInput(field, "must be a list of strings", values)
+    out = [v.strip() if isinstance(v, str) else v for v in values]
+    bad = [v for v in out if not isinstance(v, str) or not v]
+    if bad:
+        raise InvalidInput(field, "items must be non-empty strings", bad[0])
+    return list(dict.fromkeys(out))
+
+
+def validate_record(rec: MemoryRecord, *, max_text_chars: int) -> None:
+    """Raise InvalidInput (naming the field, rule and value) when a record cannot be stored."""
+    if not isinstance(rec, MemoryRecord):
+        raise InvalidInput("record", "must be a MemoryRecord", type(rec).__name__)
+    for field in ("id", "agent_id", "user_id"):
+        v = getattr(rec, field)
+        if not isinstance(v, str) or not v.strip():
+            raise InvalidInput(field, "must be a non-empty string", v)
+    if not isinstance(rec.text, str) or not rec.text.strip():
+        raise InvalidInput("text", "must be non-empty, not only whitespace", rec.text)
+    if len(rec.text) > max_text_chars:
+        raise InvalidInput("text", f"longer than recall.max_text_chars={max_text_chars}",
+                           f"{len(rec.text)} characters")
+    for field, allowed in _ENUMS.items():
+        if getattr(rec, field) not in allowed:
+            raise InvalidInput(field, f"must be one of {allowed}", getattr(rec, field))
+    _finite(rec, "importance", lo=0.0, hi=1.0)
+    _finite(rec, "timestamp")
+    _finite(rec, "event_time", optional=True)
+    _finite(rec, "last_accessed", optional=True)
+    _count(rec, "access_count", 0)
+    _count(rec, "mention_count", 1)
+    _count(rec, "fact_revision", 1)
+    _count(rec, "schema_version", 0)
+    if not isinstance(rec.emotions, Mapping):
+        raise InvalidInput("emotions", "must be a mapping name -> intensity", rec.emotions)
+    for name, v in rec.emotions.items():
+        if not isinstance(name, str) or isinstance(v, bool) or not isinstance(v, Real) \
+                or not math.isfinite(v):
+            raise InvalidInput("emotions", "must map names to finite numbers", {name: v})
+    if (rec.scope is None) != (rec.category is None) or (
+            rec.scope is not None and (rec.scope, rec.category) not in VALID_CELLS):
+        raise InvalidCell("scope/category", "must both be None or a valid Familiars cell",
+                          (rec.scope, rec.category))
+    for field in ("deprecated", "pinned"):
+        if not isinstance(getattr(rec, field), bool):
+            raise InvalidInput(field, "must be a bool", getattr(rec, field))
+    for field in _TUPLES:
+        v = getattr(rec, field)
+        if isinstance(v, str) or not isinstance(v, Sequence) \
+                or not all(isinstance(x, str) for x in v):
+            raise InvalidInput(field, "must be a tuple of strings", v)
+
+
+def _searchable(rec: MemoryRecord) -> bool:
+    return rec.lifecycle_state == "active" and not rec.deprecated
+
+
+_GET = operator.attrgetter(*_FIELDS)
+_JSON_AT = [(i, f) for i, f in enumerate(_FIELDS) if f in _JSON_FIELDS]
+_BOOL_AT = [i for i, f in enumerate(_FIELDS) if f in ("deprecated", "pinned")]
+
+
+def _row(rec: MemoryRecord, owner: int, terms: list[str]) -> list[Any]:
+    values = list(_GET(rec))
+    for i, f in _JSON_AT:
+        v = values[i]
+        values[i] = ("{}" if isinstance(v, Mapping) else "[]") if not v and v is not None \
+            else _dumps(v, f)
+    for i in _BOOL_AT:
+        values[i] = int(values[i])
+    emax = max((abs(float(x)) for x in rec.emotions.values()), default=0.0)
+    values += [owner, emax, _dumps(terms, "terms"), len(terms), text_hash(rec.text)]
+    return values
+
+
+def _record(row: Sequence[Any]) -> MemoryRecord:
+    kw: dict[str, Any] = {}
+    for f, v in zip(_FIELDS, row[1:]):
+        if f in _JSON_FIELDS and v is not None:
+            v = json.loads(v)
+            if f in _TUPLES:
+                v = tuple(v)
+        elif f in ("deprecated", "pinned"):
+            v = bool(v)
+        kw[f] = v
+    return MemoryRecord(**kw)
+
+
+class Repository:
+    """Memories in SQLite: add, read, lexical/entity/permanent candidates, features, lifecycle.
+
+    Args:
+        conn: a connection from :func:`memlab.store.connect` whose schema is migrated.
+        config: the root config (``recall.bm25_k1``, ``recall.bm25_b``, ``recall.max_text_chars``).
+    """
+
+    def __init__(self, conn: Connection, *, config: MemlabConfig | None = None) -> None:
+        version = schema_version(conn)
+        if version != LATEST:
+            raise StoreError(f"store schema version {version}, this memlab needs {LATEST}: "
+                             f"run memlab.store.migrate(conn) first")
+        self.conn = conn
+        self.config = config if config is not None else MemlabConfig()
+
+    # -- writes ----------------------------------------------------------------------------------
+    def add(self, records: Sequence[MemoryRecord], *, terms: Sequence[Sequence[str]],
+            entities: Sequence[Sequence[str]]) -> list[int]:
+        """Store memories with their terms (lexical index) and entities; return their rowids.
+
+        One transaction for records, postings, term statistics and entity links: all or nothing.
+        Terms and entities are deduplicated (sets); a memory that is not searchable (not active,
+        or deprecated) keeps its terms on the record but gets no postings.
+        """
+        records = list(records)
+        terms, entities = list(terms), list(entities)
+        for name, seq in (("terms", terms), ("entities", entities)):
+            if len(seq) != len(records):
+                raise InvalidInput(name, f"needs one list per record ({len(records)})", len(seq))
+        seen: set[str] = set()
+        for rec in records:
+            validate_record(rec, max_text_chars=self.config.recall.max_text_chars)
+            if rec.id in seen:
+                raise InvalidInput("id", "duplicate id in the batch", rec.id)
+            seen.add(rec.id)
+        terms = [_strs(t, "terms") for t in terms]
+        entities = [_strs(e, "entities") for e in entities]
+        if not records:
+            return []
+        conn = self.conn
+        with transaction(conn):
+            dup = conn.execute("SELECT id FROM memory_records WHERE id IN "
+                               "(SELECT value FROM json_each(?)) LIMIT 1",
+                               (json.dumps([r.id for r in records]),)).fetchone()
+            if dup:
+                raise InvalidInput("id", "already stored", dup[0])
+            owners = self._owners({(r.agent_id, r.user_id) for r in records}, create=True)
+            start = conn.execute(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = "
+                "'memory_records'), 0), coalesce((SELECT max(rowid) FROM memory_records), 0))"
+            ).fetchone()[0] + 1
+            rowids = list(range(start, start + len(records)))
+            conn.executemany(_INSERT, ([rid] + _row(rec, owners[rec.agent_id, rec.user_id], t)
+                                       for rid, rec, t in zip(rowids, records, terms)))
+            self._index([(rid, owners[r.agent_id, r.user_id], t)
+                         for rid, r, t in zip(rowids, records, terms) if _searchable(r)])
+            self._link(list(zip(rowids, entities)))
+        return rowids
+
+    def reinforce(self, rowids: Sequence[int], *, now: float) -> None:
+        """last_accessed = now, access_count += 1 for these memories, in one transaction.
+
+        The explicit step after selection; never called inside scoring.
+        """
+        if isinstance(now, bool) or not isinstance(now, Real) or not math.isfinite(now):
+            raise InvalidInput("now", "must be a finite number", now)
+        wanted = set(int(r) for r in rowids)
+        if not wanted:
+            return
+        with transaction(self.conn):
+            cur = self.conn.execute(
+                "UPDATE memory_records SET last_accessed = ?, access_count = access_count + 1 "
+                "WHERE rowid IN (SELECT value FROM json_each(?))", (float(now), _ids_json(wanted)))
+            if cur.rowcount != len(wanted):
+                raise InvalidInput("rowids", "unknown rowid(s)", sorted(wanted)[:5])
+
+    def update_fields(self, id: str, /, *, terms: Sequence[str] | None = None,
+                      entities: Sequence[str] | None = None, **fields: Any) -> MemoryRecord:
+        """Change fields of one memory (validated like ``add``); return the new record.
+
+        The lexical index, entity links and every vector cache follow in the same transaction: a
+        new text needs new ``terms`` and drops the memory's vectors (it becomes pending); a change
+        of agent, user, layer, time or lifecycle rewrites the vector metadata.
+        """
+        unknown = sorted(set(fields) - set(_FIELDS) | ({"id"} & set(fields)))
+        if unknown:
+            raise InvalidInput("fields", "unknown or read-only field", unknown[0])
+        old = self.get([id])[0]
+        new = dataclasses.replace(old, **fields)
+        text_changed = new.text != old.text
+        if text_changed:
+            if terms is None:
+                raise InvalidInput("terms", "required when text changes", None)
+            new = dataclasses.replace(new, embedding_status="pending")
+        validate_record(new, max_text_chars=self.config.recall.max_text_chars)
+        conn = self.conn
+        with transaction(conn):
+            rowid, owner, old_terms = conn.execute(
+                "SELECT rowid, owner, terms_json FROM memory_records WHERE id = ?", (id,)).fetchone()
+            old_terms = json.loads(old_terms)
+            new_terms = _strs(terms, "terms") if terms is not None else old_terms
+            new_owner = self._owners({(new.agent_id, new.user_id)}, create=True)[
+                new.agent_id, new.user_id]
+            if (_searchable(old), owner, old_terms) != (_searchable(new), new_owner, new_terms):
+                if _searchable(old):
+                    self._unindex([(rowid, owner, old_terms)])
+                if _searchable(new):
+                    self._index([(rowid, new_owner, new_terms)])
+            conn.execute(_UPDATE, _row(new, new_owner, new_terms) + [rowid])
+            if entities is not None:
+                conn.execute("DELETE FROM memory_entity_links WHERE rowid = ?", (rowid,))
+                self._link([(rowid, _strs(entities, "entities"))])
+            caches = [VectorCache.from_registry(conn, model_version=m)
+                      for m in registered_tables(conn)]
+            if text_changed:
+                conn.execute("DELETE FROM memory_embeddings WHERE rowid = ?", (rowid,))
+                for cache in caches:
+                    cache.delete([rowid])
+            elif any(getattr(old, f) != getattr(new, f) for f in _VECTOR_META):
+                for cache in caches:
+                    cache.refresh_meta([rowid])
+        return new
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete memories with their postings, term statistics, entity links and vectors."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return 0
+        conn = self.conn
+        with transaction(conn):
+            rows = conn.execute(
+                "SELECT rowid, owner, terms_json, lifecycle_state, deprecated FROM memory_records "
+                "WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchall()
+            if len(rows) != len(ids):
+                found = set(self.rows_to_ids([r[0] for r in rows]))
+                raise InvalidInput("ids", "unknown memory id", next(i for i in ids if i not in found))
+            self._unindex([(r[0], r[1], json.loads(r[2])) for r in rows
+                           if r[3] == "active" and not r[4]])
+            rowids = [r[0] for r in rows]
+            for model in registered_tables(conn):
+                VectorCache.from_registry(conn, model_version=model).delete(rowids)
+            conn.execute("DELETE FROM memory_records WHERE rowid IN (SELECT value FROM json_each(?))",
+                         (_ids_json(rowids),))
+        return len(rows)
+
+    # -- embedding status ------------------------------------------------------------------------
+    def pending(self, model_version: str, *, limit: int) -> list[int]:
+        """Rowids (ascending) of memories with no vector for ``model_version`` yet."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT rowid FROM memory_records r WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e "
+            "WHERE e.rowid = r.rowid AND e.model_version = ?) ORDER BY rowid LIMIT ?",
+            (model_version, int(limit)))]
+
+    def mark_embedded(self, rowids: Sequence[int], model_version: str, *,
+                      text_hashes: Sequence[str] | None = None) -> None:
+        """Record that these memories have a vector for ``model_version``, embedded from the texts
+        whose sha256 are ``text_hashes`` (default: the memory text itself). A rebuild of the vector
+        cache finds the vectors in the embedding cache under these hashes."""
+        rowids = [int(r) for r in rowids]
+        if text_hashes is not None and len(text_hashes) != len(rowids):
+            raise InvalidInput("text_hashes", f"needs one per rowid ({len(rowids)})",
+                               len(text_hashes))
+        with transaction(self.conn):
+            hashes = list(text_hashes) if text_hashes is not None else \
+                [r[1] for r in self._by_rowid("SELECT rowid, text_hash FROM memory_records", rowids)]
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO memory_embeddings (rowid, model_version, text_hash) "
+                "VALUES (?, ?, ?)", [(r, model_version, h) for r, h in zip(rowids, hashes)])
+            self.conn.execute(
+                "UPDATE memory_records SET embedding_status = 'ready', embedding_model_version = ? "
+                "WHERE rowid IN (SELECT value FROM json_each(?))", (model_version, _ids_json(rowids)))
+
+    def put_vectors(self, cache: VectorCache, rowids: Sequence[int], vectors: Any, *,
+                    texts: Sequence[str] | None = None) -> int:
+        """Store memories' vectors in one transaction: the vector table, the embedding cache (under
+        the texts embedded: ``texts``, default the memory texts) and the embedded marks, so the
+        vector table can always be rebuilt. Returns the table's new generation (for ExactIndex)."""
+        rowids = [int(r) for r in rowids]
+        arr = cache.check_vectors(vectors, len(rowids))
+        if texts is not None and len(texts) != len(rowids):
+            raise InvalidInput("texts", f"needs one per rowid ({len(rowids)})", len(texts))
+        with transaction(self.conn):
+            if texts is None:
+                texts = [r[1] for r in self._by_rowid("SELECT rowid, text FROM memory_records",
+                                                      rowids)]
+            EmbeddingCache(self.conn).put_many(cache.model_version, texts, arr)
+            generation = cache.upsert(rowids, arr)
+            self.mark_embedded(rowids, cache.model_version,
+                               text_hashes=[text_hash(t) for t in texts])
+        return generation
+
+    # -- reads -----------------------------------------------------------------------------------
+    def count(self, *, agent_id: str | None = None, user_id: str | None = None) -> int:
+        """Number of stored memories (every lifecycle state), optionally of one agent/user."""
+        sql, args = "SELECT count(*) FROM memory_records WHERE 1", []
+        for col, v in (("agent_id", agent_id), ("user_id", user_id)):
+            if v is not None:
+                sql, args = sql + f" AND {col} = ?", args + [v]
+        return int(self.conn.execute(sql, args).fetchone()[0])
+
+    def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        """Records by id, in input order; an unknown id raises InvalidInput."""
+        ids = list(ids)
+        rows = {r[1]: r for r in self.conn.execute(
+            f"{_SELECT} WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))}
+        missing = [i for i in ids if i not in rows]
+        if missing:
+            raise InvalidInput("ids", "unknown memory id", missing[0])
+        return [_record(rows[i]) for i in ids]
+
+    def get_rows(self, rowids: Sequence[int]) -> list[MemoryRecord]:
+        """Records by rowid, in input order; an unknown rowid raises InvalidInput."""
+        return [_record(r) for r in self._by_rowid(_SELECT, rowids)]
+
+    def ids_to_rows(self, ids: Sequence[str]) -> list[int]:
+        """Rowids of these ids, in input order; an unknown id raises InvalidInput."""
+        ids = list(ids)
+        found = dict(self.conn.execute("SELECT id, rowid FROM memory_records WHERE id IN "
+                                       "(SELECT value FROM json_each(?))", (json.dumps(ids),)))
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise InvalidInput("ids", "unknown memory id", missing[0])
+        return [found[i] for i in ids]
+
+    def rows_to_ids(self, rowids: Sequence[int]) -> list[str]:
+        """Ids of these rowids, in input order; an unknown rowid raises InvalidInput."""
+        return [r[1] for r in self._by_rowid("SELECT rowid, id FROM memory_records", rowids)]
+
+    def _by_rowid(self, select: str, rowids: Sequence[int]) -> list[tuple]:
+        """Rows of ``select`` (first column rowid) for these rowids, in input order."""
+        rowids = [int(r) for r in rowids]
+        found = {r[0]: r for r in self.conn.execute(
+            f"{select} WHERE rowid IN (SELECT value FROM json_each(?))", (_ids_json(rowids),))}
+        missing = [r for r in rowids if r not in found]
+        if missing:
+            raise InvalidInput("rowids", "unknown rowid", missing[0])
+        return [found[r] for r in rowids]
+
+    # -- candidates ------------------------------------------------------------------------------
+    def lexical_candidates(self, terms: Sequence[str], *, agent_id: str, user_id: str, limit: int,
+                           k1: float | None = None, b: float | None = None
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Searchable memories of (agent, user) sharing terms with the query, top ``limit`` by BM25.
+
+        Returns (rowids int64, match_counts int32 = distinct query terms present, bm25 float64),
+        best first (ties by rowid). ``k1``/``b`` default to ``recall.bm25_k1``/``bm25_b``. Index
+        lookups only: the term statistics by (owner, term), the postings by (owner, term).
+        """
+        k1 = self.config.recall.bm25_k1 if k1 is None else float(k1)
+        b = self.config.recall.bm25_b if b is None else float(b)
+        empty = (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64))
+        q = list(dict.fromkeys(t for t in terms if isinstance(t, str) and t))
+        owner = self._owners({(agent_id, user_id)}, create=False).get((agent_id, user_id))
+        if not q or limit <= 0 or owner is None:
+            return empty
+        n_docs, total = self.conn.execute(
+            "SELECT n_docs, total_terms FROM memory_owners WHERE id = ?", (owner,)).fetchone()
+        if n_docs == 0:
+            return empty
+        dfs = self.conn.execute(
+            "SELECT term, df FROM term_stats WHERE owner = ? AND df > 0 AND term IN "
+            "(SELECT value FROM json_each(?))", (owner, json.dumps(q, ensure_ascii=False))).fetchall()
+        if not dfs:
+            return empty
+        pairs = [(t, math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))) for t, df in dfs]
+        avgdl = total / n_docs
+        values = ", ".join("(?, ?)" for _ in pairs)
+        rows = self.conn.execute(
+            f"WITH q(term, idf) AS (VALUES {values}) "
+            "SELECT t.rowid, count(*), sum(q.idf) * ? / (1.0 + ? * (1.0 - ? + ? * max(t.dl) / ?)) "
+            "AS s FROM q CROSS JOIN memory_terms t ON t.owner = ? AND t.term = q.term "
+            "GROUP BY t.rowid ORDER BY s DESC, t.rowid LIMIT ?",
+            [x for p in pairs for x in p] + [k1 + 1.0, k1, b, b, avgdl, owner, int(limit)]
+        ).fetchall()
+        if not rows:
+            return empty
+        rid, m, s = zip(*rows)
+        return np.array(rid, np.int64), np.array(m, np.int32), np.array(s, np.float64)
+
+    def permanent_candidates(self, *, agent_id: str, user_id: str, limit: int) -> np.ndarray:
+        """Rowids of active, non-deprecated permanent memories: most important, then newest."""
+        rows = self.conn.execute(
+            "SELECT rowid FROM memory_records WHERE agent_id = ? AND user_id = ? AND "
+            "retention_layer = 'permanent' AND lifecycle_state = 'active' AND deprecated = 0 "
+            "ORDER BY importance DESC, timestamp DESC, rowid LIMIT ?",
+            (agent_id, user_id, int(limit))).fetchall()
+        return np.array([r[0] for r in rows], np.int64)
+
+    def entity_candidates(self, entities: Sequence[str], *, agent_id: str, user_id: str,
+                          limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """Searchable memories of (agent, user) linked to any of these entities (§11.1).
+
+        Returns (rowids int64, shared-entity counts int32), most shared first (ties by rowid).
+        """
+        names = list(dict.fromkeys(e for e in entities if e))
+        rows = self.conn.execute(
+            "SELECT l.rowid, count(*) AS n FROM memory_entities e "
+            "JOIN memory_entity_links l ON l.entity_id = e.id "
+            "JOIN memory_records r ON r.rowid = l.rowid "
+            "WHERE e.name IN (SELECT value FROM json_each(?)) AND r.agent_id = ? AND r.user_id = ? "
+            "AND r.lifecycle_state = 'active' AND r.deprecated = 0 "
+            "GROUP BY l.rowid ORDER BY n DESC, l.rowid LIMIT ?",
+            (json.dumps(names, ensure_ascii=False), agent_id, user_id, int(limit))).fetchall()
+        return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int32))
+
+    def entity_matches(self, entities: Sequence[str], rowids: Sequence[int]) -> np.ndarray:
+        """Number of these entities linked to each rowid (int16, aligned with ``rowids``)."""
+        rowids = [int(r) for r in rowids]
+        names = list(dict.fromkeys(e for e in entities if e))
+        out = np.zeros(len(rowids), np.int16)
+        if not names or not rowids:
+            return out
+        counts = dict(self.conn.execute(
+            "SELECT l.rowid, count(*) FROM memory_entities e "
+            "JOIN memory_entity_links l ON l.entity_id = e.id "
+            "WHERE e.name IN (SELECT value FROM json_each(?)) "
+            "AND l.rowid IN (SELECT value FROM json_each(?)) GROUP BY l.rowid",
+            (json.dumps(names, ensure_ascii=False), _ids_json(rowids))))
+        for i, r in enumerate(rowids):
+            out[i] = counts.get(r, 0)
+        return out
+
+    def feature_columns(self, rowids: Sequence[int]) -> dict[str, Any]:
+        """The stored raw signals of these memories, in input order (the recall hot path).
+
+        Arrays: rowids, importance, access_count, mention_count, timestamp, event_time and
+        last_accessed (NaN when null), emotion_max (max |emotion|, raw), layer and cognitive
+        (features.LAYER_CODES / COGNITIVE_CODES), pinned, text_len; lists: texts, ids, terms (the
+        indexed term lists). One query for all rowids; an unknown rowid raises InvalidInput.
+        """
+        rows = self._by_rowid(
+            "SELECT rowid, id, text, importance, access_count, mention_count, timestamp, "
+            "event_time, last_accessed, emotion_max, retention_layer, cognitive_layer, pinned, "
+            "terms_json FROM memory_records", rowids)
+        n = len(rows)
+        cols = list(zip(*rows)) if rows else [()] * 14
+        nan = float("nan")
+        return {
+            "rowids": np.array(cols[0], np.int64),
+            "ids": list(cols[1]),
+            "texts": list(cols[2]),
+            "importance": np.array(cols[3], np.float32),
+            "access_count": np.array(cols[4], np.int32),
+            "mention_count": np.array(cols[5], np.int32),
+            "timestamp": np.array(cols[6], np.float64),
+            "event_time": np.array([nan if v is None else v for v in cols[7]], np.float64),
+            "last_accessed": np.array([nan if v is None else v for v in cols[8]], np.float64),
+            "emotion_max": np.array(cols[9], np.float32),
+            "layer": np.array([LAYER_CODES[v] for v in cols[10]], np.int8),
+            "cognitive": np.array([COGNITIVE_CODES[v] for v in cols[11]], np.int8),
+            "pinned": np.array(cols[12], bool).reshape(n),
+            "text_len": np.array([len(t) for t in cols[2]], np.int32),
+            "terms": [json.loads(t) for t in cols[13]],
+        }
+
+    # -- index maintenance (inside the caller's transaction) -------------------------------------
+    def _owners(self, pairs: set[tuple[str, str]], *, create: bool) -> dict[tuple[str, str], int]:
+        if create:
+            self.conn.executemany("INSERT OR IGNORE INTO memory_owners (agent_id, user_id) "
+                                  "VALUES (?, ?)", sorted(pairs))
+        out = {}
+        for a, u in pairs:
+            row = self.conn.execute("SELECT id FROM memory_owners WHERE agent_id = ? AND "
+                                    "user_id = ?", (a, u)).fetchone()
+            if row:
+                out[a, u] = row[0]
+        return out
+
+    def _index(self, items: list[tuple[int, int, list[str]]]) -> None:
+        """Add postings, document frequencies and owner totals of (rowid, owner, terms)."""
+        self._postings(items, +1)
+
+    def _unindex(self, items: list[tuple[int, int, list[str]]]) -> None:
+        self._postings(items, -1)
+
+    def _postings(self, items: list[tuple[int, int, list[str]]], sign: int) -> None:
+        if not items:
+            return
+        conn = self.conn
+        posts = sorted((o, t, r, len(ts)) for r, o, ts in items for t in ts)
+        if sign > 0:
+            conn.executemany("INSERT INTO memory_terms (owner, term, rowid, dl) VALUES (?, ?, ?, ?)",
+                             posts)
+        else:
+            conn.executemany("DELETE FROM memory_terms WHERE owner = ? AND term = ? AND rowid = ?",
+                             [p[:3] for p in posts])
+        df = Counter((o, t) for o, t, _, _ in posts)
+        if sign > 0:
+            conn.executemany("INSERT INTO term_stats (owner, term, df) VALUES (?, ?, ?) ON CONFLICT "
+                             "(owner, term) DO UPDATE SET df = df + excluded.df",
+                             [(o, t, n) for (o, t), n in df.items()])
+        else:
+            conn.executemany("UPDATE term_stats SET df = df - ? WHERE owner = ? AND term = ?",
+                             [(n, o, t) for (o, t), n in df.items()])
+            conn.executemany("DELETE FROM term_stats WHERE owner = ? AND term = ? AND df = 0",
+                             list(df))
+        per_owner: dict[int, list[int]] = {}
+        for _, o, ts in items:
+            acc = per_owner.setdefault(o, [0, 0])
+            acc[0] += 1
+            acc[1] += len(ts)
+        conn.executemany("UPDATE memory_owners SET n_docs = n_docs + ?, total_terms = total_terms + ?"
+                         " WHERE id = ?", [(sign * d, sign * t, o) for o, (d, t) in per_owner.items()])
+
+    def _link(self, items: list[tuple[int, list[str]]]) -> None:
+        """Entity links of (rowid, entity names); new names are added to memory_entities."""
+        names = sorted({e for _, es in items for e in es})
+        if not names:
+            return
+        self.conn.executemany("INSERT OR IGNORE INTO memory_entities (name) VALUES (?)",
+                              [(n,) for n in names])
+        ids = dict(self.conn.execute(
+            "SELECT name, id FROM memory_entities WHERE name IN (SELECT value FROM json_each(?))",
+            (json.dumps(names, ensure_ascii=False),)))
+        self.conn.executemany("INSERT INTO memory_entity_links (entity_id, rowid) VALUES (?, ?)",
+                              [(ids[e], r) for r, es in items for e in es])

@@ -1,0 +1,155 @@
+"""connect(): driver, pragmas, corruption check; transaction(); migrations."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from memlab.errors import CorruptStore, StoreError
+from memlab.store import (LATEST, Repository, connect, driver, migrate, open_store, schema_version,
+                          transaction)
+from store_helpers import add, dump, rec
+
+
+def test_driver_can_load_extensions():
+    mod = driver()
+    assert hasattr(mod.Connection, "enable_load_extension")
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        assert mod.__name__.startswith("sqlean")
+
+
+def test_file_store_pragmas(file_store):
+    path, conn, _ = file_store
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
+    assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")
+    assert conn.isolation_level is None
+
+
+def _corrupt_cases(tmp_path):
+    good = tmp_path / "good.sqlite"
+    conn, repo = open_store(good, quick_check=False)
+    add(repo, [rec(f"m{i}", f"some text {i} " * 20) for i in range(300)])
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = good.read_bytes()
+    assert len(data) > 8 * 4096
+    return {
+        "random": os.urandom(8192),
+        "text": b"hello, I am not a database\n" * 50,
+        "bad_magic": b"SQLite format 2\x00" + data[16:],
+        "truncated": data[: len(data) // 3],
+        "bad_page_size": data[:16] + (1000).to_bytes(2, "big") + data[18:],
+    }
+
+
+@pytest.mark.parametrize("case", ["random", "text", "bad_magic", "truncated", "bad_page_size"])
+def test_corrupt_file_raises_and_is_left_unchanged(tmp_path, case):
+    payload = _corrupt_cases(tmp_path)[case]
+    path = tmp_path / f"{case}.sqlite"
+    path.write_bytes(payload)
+    with pytest.raises(CorruptStore) as err:
+        open_store(path)
+    assert str(path) in str(err.value)
+    assert path.read_bytes() == payload
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(case)) == [path.name]
+
+
+def test_quick_check_catches_a_damaged_page(tmp_path):
+    path = tmp_path / "s.sqlite"
+    conn, repo = open_store(path)
+    add(repo, [rec(f"m{i}", f"text {i} " * 30) for i in range(400)])
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(path.read_bytes())
+    page = 4096
+    # scribble over the body of every page after the first five (keeps the header valid)
+    for start in range(5 * page, len(data), page):
+        data[start + 8:start + 200] = b"\xff" * 192
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptStore, match="quick_check|sqlite_master|malformed"):
+        open_store(path)
+    assert path.read_bytes() == bytes(data)
+
+
+def test_empty_file_is_a_new_store(tmp_path):
+    path = tmp_path / "empty.sqlite"
+    path.write_bytes(b"")
+    conn, repo = open_store(path)
+    assert repo.count() == 0 and schema_version(conn) == LATEST
+
+
+def test_transaction_rolls_back_and_reraises(store):
+    conn, repo = store
+    with pytest.raises(ZeroDivisionError):
+        with transaction(conn):
+            add(repo, [rec("a")])
+            1 / 0
+    assert repo.count() == 0 and not conn.in_transaction
+
+
+def test_nested_transaction_is_part_of_the_outer_one(store):
+    conn, repo = store
+    with pytest.raises(RuntimeError):
+        with transaction(conn):
+            add(repo, [rec("a")])       # its own transaction() becomes a savepoint
+            add(repo, [rec("b")])
+            raise RuntimeError("outer fails after both inner writes")
+    assert repo.count() == 0
+    with transaction(conn):
+        add(repo, [rec("a")])
+        with pytest.raises(ValueError):
+            with transaction(conn):
+                add(repo, [rec("b")])
+                raise ValueError("inner only")
+    assert repo.get(["a"])[0].id == "a" and repo.count() == 1
+
+
+def test_migrations_are_idempotent(file_store):
+    path, conn, repo = file_store
+    add(repo, [rec("a")])
+    before = dump(conn)
+    assert migrate(conn) == LATEST
+    assert migrate(conn) == LATEST
+    conn.close()
+    conn2, repo2 = open_store(path)
+    assert dump(conn2) == before
+    assert conn2.execute("SELECT version FROM schema_migrations").fetchall() == [(1,)]
+    conn2.close()
+
+
+def test_newer_schema_raises_store_error(tmp_path):
+    path = tmp_path / "s.sqlite"
+    conn, _ = open_store(path)
+    conn.execute(f"PRAGMA user_version = {LATEST + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match=f"version {LATEST + 1} is newer"):
+        open_store(path)
+    conn = connect(path, busy_timeout_ms=100)
+    with pytest.raises(StoreError, match="run memlab.store.migrate"):
+        Repository(conn)
+
+
+def test_foreign_database_is_refused(tmp_path):
+    path = tmp_path / "other.sqlite"
+    conn = connect(path, busy_timeout_ms=100)
+    conn.execute("CREATE TABLE experiments (id INTEGER)")
+    conn.close()
+    with pytest.raises(StoreError, match="not a memlab store.*experiments"):
+        open_store(path)
+
+
+def test_migration_failure_leaves_version_and_schema(tmp_path):
+    path = tmp_path / "s.sqlite"
+    conn = connect(path, busy_timeout_ms=100)
+    first = ("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT)",
+             "CREATE TABLE a (x)")
+    broken = ((1, "ok", first), (2, "bad", ("CREATE TABLE b (x)", "NOT SQL")))
+    with pytest.raises(StoreError, match=r"migration 2 \(bad\) failed"):
+        migrate(conn, migrations=broken)
+    assert schema_version(conn) == 1
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    assert "a" in names and "b" not in names
