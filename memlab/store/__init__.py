@@ -18,9 +18,10 @@ from pathlib import Path
 
 from memlab.config import MemlabConfig
 
-from .cache import EmbeddingCache, text_hash
+from .cache import EmbeddingCache, EmbeddingCacheFile, text_hash
 from .connect import Connection, connect, driver, transaction
 from .exact import ExactIndex
+from .facade import DenseView, Store
 from .migrations import LATEST, MIGRATIONS, migrate, schema_version
 from .repository import Repository, validate_record
 from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter, quarters_between,
@@ -50,7 +51,7 @@ def vector_cache(conn: Connection, *, model_version: str, dim: int,
                        int8_scale=s.int8_scale, partitioned=s.partition_by_quarter)
 
 
-__all__ = ["Connection", "EmbeddingCache", "ExactIndex", "LATEST", "MIGRATIONS", "Repository",
+__all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "Store", "ExactIndex", "LATEST", "MIGRATIONS", "Repository",
            "VectorCache", "VectorMeta", "connect", "driver", "load_meta", "migrate", "open_store",
            "quantize_int8", "quarter", "quarters_between", "registered_tables", "schema_version",
            "table_name", "text_hash", "transaction", "validate_record", "vector_cache"]

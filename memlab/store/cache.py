@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -21,6 +22,15 @@ from .connect import Connection, transaction
 def text_hash(text: str) -> str:
     """sha256 (hex) of a text's UTF-8 bytes: the key of embedded texts."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: The embedding cache table (a store migration and EmbeddingCacheFile create it).
+CACHE_TABLE_SQL = """CREATE TABLE IF NOT EXISTS embedding_cache (
+    model_version TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    dim INTEGER NOT NULL CHECK (dim > 0),
+    vector BLOB NOT NULL CHECK (length(vector) = 4 * dim),
+    PRIMARY KEY (model_version, text_hash)) WITHOUT ROWID"""
 
 
 class EmbeddingCache:
@@ -105,3 +115,32 @@ def _check_text(text: str) -> str:
     if not isinstance(text, str):
         raise InvalidInput("text", "must be a string", type(text).__name__)
     return text
+
+
+class EmbeddingCacheFile(EmbeddingCache):
+    """An embedding cache in a file of its own (benchmarks share it across stores and runs).
+
+    The file holds only the ``embedding_cache`` table; opened with the store's pragmas (WAL, busy
+    timeout) so several benchmark processes can share it.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, chunk: int = 2048
+                 ) -> None:
+        from .connect import connect  # local: keeps this module's import light
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, load_vec=False,
+                       quick_check=False)
+        with transaction(conn):
+            conn.execute(CACHE_TABLE_SQL)
+        super().__init__(conn, chunk=chunk)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "EmbeddingCacheFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

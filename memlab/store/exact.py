@@ -146,6 +146,12 @@ class ExactIndex:
             self._pos[int(r)] = self._n + i
         self._n = need
 
+    def vectors(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(positions in ``rowids`` held by the index, their unit vectors as ranked)."""
+        pos = np.array([i for i, r in enumerate(rowids) if int(r) in self._pos], np.int64)
+        at = np.array([self._pos[int(rowids[i])] for i in pos], np.int64)
+        return pos, self._mat[at] if len(at) else np.zeros((0, self.dim), np.float32)
+
     # -- search ----------------------------------------------------------------------------------
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
                layers: Sequence[str] | None = None, since: float | None = None,

@@ -35,6 +35,7 @@ from memlab.errors import StoreError
 from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUSES,
                           LIFECYCLE_STATES, RETENTION_LAYERS, SCOPES, CATEGORIES)
 
+from .cache import CACHE_TABLE_SQL
 from .connect import Connection, db_errors, transaction
 
 
@@ -126,12 +127,7 @@ _V1: tuple[str, ...] = (
         model_version TEXT NOT NULL,
         text_hash TEXT NOT NULL,
         PRIMARY KEY (rowid, model_version)) WITHOUT ROWID""",
-    """CREATE TABLE embedding_cache (
-        model_version TEXT NOT NULL,
-        text_hash TEXT NOT NULL,
-        dim INTEGER NOT NULL CHECK (dim > 0),
-        vector BLOB NOT NULL CHECK (length(vector) = 4 * dim),
-        PRIMARY KEY (model_version, text_hash)) WITHOUT ROWID""",
+    CACHE_TABLE_SQL,
     """CREATE TABLE vector_tables (
         model_version TEXT PRIMARY KEY,
         table_name TEXT NOT NULL UNIQUE,

@@ -257,6 +257,14 @@ class Repository:
             if cur.rowcount != len(wanted):
                 raise InvalidInput("rowids", "unknown rowid(s)", sorted(wanted)[:5])
 
+    def reinforce_ids(self, ids: Sequence[str], *, now: float) -> int:
+        """:meth:`reinforce` by memory id; returns how many memories were updated."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return 0
+        self.reinforce(self.ids_to_rows(ids), now=now)
+        return len(ids)
+
     def update_fields(self, id: str, /, *, terms: Sequence[str] | None = None,
                       entities: Sequence[str] | None = None, **fields: Any) -> MemoryRecord:
         """Change fields of one memory (validated like ``add``); return the new record.
@@ -485,6 +493,26 @@ class Repository:
             "GROUP BY l.rowid ORDER BY n DESC, l.rowid LIMIT ?",
             (json.dumps(names, ensure_ascii=False), agent_id, user_id, int(limit))).fetchall()
         return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int32))
+
+    def entity_rows(self, entities: Sequence[str], *, agent_id: str, user_id: str,
+                    limit: int) -> np.ndarray:
+        """Rowids of :meth:`entity_candidates` (without the counts)."""
+        return self.entity_candidates(entities, agent_id=agent_id, user_id=user_id,
+                                      limit=limit)[0]
+
+    def layer_chars(self, layer: str, *, agent_id: str | None = None,
+                    user_id: str | None = None) -> int:
+        """Characters of text held by the active memories of a retention layer (the §11.3
+        budget pressure), optionally of one agent/user."""
+        if layer not in RETENTION_LAYERS:
+            raise InvalidInput("layer", f"must be one of {RETENTION_LAYERS}", layer)
+        sql = ("SELECT coalesce(sum(length(text)), 0) FROM memory_records WHERE "
+               "retention_layer = ? AND lifecycle_state = 'active'")
+        args: list[Any] = [layer]
+        for col, v in (("agent_id", agent_id), ("user_id", user_id)):
+            if v is not None:
+                sql, args = sql + f" AND {col} = ?", args + [v]
+        return int(self.conn.execute(sql, args).fetchone()[0])
 
     def entity_matches(self, entities: Sequence[str], rowids: Sequence[int]) -> np.ndarray:
         """Number of these entities linked to each rowid (int16, aligned with ``rowids``)."""

@@ -308,3 +308,19 @@ def test_repository_rejects_unmigrated_connection():
     conn = connect(":memory:", busy_timeout_ms=0)
     with pytest.raises(StoreError):
         Repository(conn)
+
+
+def test_layer_chars_reinforce_ids_entity_rows(store):
+    _, repo = store
+    rows = add(repo, [rec("a", "12345", retention_layer="long_term"),
+                      rec("b", "123", retention_layer="long_term", user_id="u2"),
+                      rec("c", "1234567", retention_layer="long_term", lifecycle_state="expired"),
+                      rec("d", "Caroline", retention_layer="short_term")])
+    assert repo.layer_chars("long_term") == 5 + 3
+    assert repo.layer_chars("long_term", user_id="u2") == 3
+    with pytest.raises(InvalidInput):
+        repo.layer_chars("medium")
+    assert repo.reinforce_ids(["a", "a", "d"], now=5.0) == 2
+    assert [r.access_count for r in repo.get(["a", "b", "d"])] == [1, 0, 1]
+    assert repo.entity_rows(["caroline"], agent_id="agent_0", user_id="user_0", limit=5
+                            ).tolist() == [rows[3]]
