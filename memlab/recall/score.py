@@ -1,0 +1,387 @@
+"""Scoring: raw signals in, one score per (query, candidate) row out. PURE and vectorised.
+
+The feature table (:mod:`memlab.recall.features`) holds raw signals only; every weight comes from
+the config here, so a sweep computes the table once and calls :func:`score` per configuration. All
+rows of all queries are scored at once with numpy; per-query normalisations (Generative Agents' min-max, the
+'first' boost's age ranks) are grouped by ``qid`` with sort + ``reduceat``, never a Python loop.
+
+Scorers live in a registry (:data:`SCORERS`, :func:`register`); ``fusion.scorer`` names one:
+
+``reverie``            Reverie §8 fused score (governance on/off), §9.1 retention, §11.1-11.2 boosts.
+``cosine``             cosine similarity (rows the dense route did not score: -1, not relevant).
+``bm25``               BM25 (rows without a matching term: not relevant).
+``rrf``                reciprocal rank fusion of the dense and lexical routes, 1/(rrf_k + rank).
+``generative_agents``  Park et al. 2023: min-max normalised relevance + importance + recency.
+``dialog_tree``        Familiars §5.4.2: a*cos + b*exp(-dt/recency_tau) + g*exp(-hops/tree_tau).
+
+Every :class:`Scored` carries its ``components``: the raw signals behind the score and the additive
+terms (named ``*_term``, listed in ``Scored.additive``) whose sum *is* the score, so ``explain``
+shows why a memory won.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from memlab import forgetting
+from memlab.config import MemlabConfig
+from memlab.errors import ConfigError, InvalidInput
+from memlab.recall.features import LAYER_CODES
+from memlab.text import TemporalIntent
+
+SECONDS_PER_DAY = 86_400.0
+HOURS_PER_DAY = 24.0
+INTENT_RECENT = TemporalIntent(recent=True).code
+INTENT_HISTORICAL = TemporalIntent(historical=True).code
+INTENT_FIRST = TemporalIntent(first=True).code
+
+__all__ = ["Scored", "Scorer", "SCORERS", "register", "score", "relevance_mask"]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The scores of a feature table, one entry per table row (positional).
+
+    ``score`` float64; ``eligible`` bool (the forgetting gate, §9.1; baselines: all True);
+    ``relevant`` bool (passes the relevance floor, ``recall.relevance_floor`` /
+    ``recall.lexical_floor``); ``components`` every raw signal and every term of the formula;
+    ``additive`` the names of the terms whose sum is ``score``, in formula order.
+    """
+
+    score: np.ndarray
+    eligible: np.ndarray
+    relevant: np.ndarray
+    components: Mapping[str, np.ndarray] = field(default_factory=dict)
+    additive: tuple[str, ...] = ()
+    scorer: str = ""
+
+    def __len__(self) -> int:
+        return len(self.score)
+
+    def frame(self) -> pd.DataFrame:
+        """Score, gates and every component as one DataFrame (rows aligned with the table)."""
+        data = {"score": self.score, "eligible": self.eligible, "relevant": self.relevant}
+        data.update(self.components)
+        return pd.DataFrame(data)
+
+
+Scorer = Callable[[pd.DataFrame, MemlabConfig], Scored]
+SCORERS: dict[str, Scorer] = {}
+
+
+def register(name: str) -> Callable[[Scorer], Scorer]:
+    """Decorator: register ``fn(table, cfg) -> Scored`` under ``name``."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("name", "a scorer name must be a non-empty string", name)
+
+    def deco(fn: Scorer) -> Scorer:
+        if name in SCORERS and SCORERS[name] is not fn:
+            raise InvalidInput("name", "a scorer of this name is already registered", name)
+        SCORERS[name] = fn
+        return fn
+
+    return deco
+
+
+def score(table: pd.DataFrame, cfg: MemlabConfig, *, scorer: str | None = None) -> Scored:
+    """Score every row of ``table`` with the named scorer (default ``cfg.fusion.scorer``).
+
+    Raises :class:`ConfigError` for an unknown scorer and :class:`InvalidInput` for a table that
+    lacks a column the scorer needs or holds NaN where a signal must be a number.
+    """
+    name = cfg.fusion.scorer if scorer is None else scorer
+    fn = SCORERS.get(name)
+    if fn is None:
+        raise ConfigError("fusion.scorer", f"unknown scorer; known: {', '.join(sorted(SCORERS))}",
+                          name)
+    out = fn(table, cfg)
+    if not np.all(np.isfinite(out.score)):
+        _raise_for_nan(table, name)
+    return out
+
+
+# -- helpers -------------------------------------------------------------------------------------
+_NULLABLE = frozenset({"cosine", "tree_distance"})
+
+
+def _raise_for_nan(table: pd.DataFrame, name: str) -> None:
+    for col in table.columns:
+        values = table[col].to_numpy()
+        if col not in _NULLABLE and values.dtype.kind == "f" and np.isnan(values).any():
+            raise InvalidInput(f"table.{col}", "must not be NaN (only cosine and tree_distance "
+                               "may be unknown)", float("nan"))
+    raise InvalidInput("table", f"scorer {name!r} produced a non-finite score", None)
+
+
+def _col(table: pd.DataFrame, name: str, dtype: type = np.float64) -> np.ndarray:
+    if name not in table:
+        raise InvalidInput("table", f"missing feature column {name!r}", sorted(map(str, table)))
+    return np.asarray(table[name].to_numpy(), dtype=dtype)
+
+
+def relevance_mask(cosine: np.ndarray, lexical: np.ndarray, cfg: MemlabConfig) -> np.ndarray:
+    """cosine >= ``recall.relevance_floor`` OR lexical >= ``recall.lexical_floor``.
+
+    A floor of exactly 0 disables the test (every row relevant). A NaN cosine fails the cosine test.
+    """
+    floor = cfg.recall.relevance_floor
+    if floor == 0:
+        return np.ones(len(cosine), dtype=bool)
+    return (cosine >= floor) | (lexical >= cfg.recall.lexical_floor)
+
+
+def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:
+    """Start index of each run of equal keys in an already sorted array (non-empty)."""
+    return np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+
+
+def _grouping(qid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, starts, sizes): a stable sort by qid and its runs, shared by several columns."""
+    order = np.argsort(qid, kind="stable")
+    starts = _group_starts(qid[order])
+    return order, starts, np.diff(np.r_[starts, qid.size])
+
+
+def minmax_by_query(values: np.ndarray, qid: np.ndarray, *,
+                    grouping: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                    ) -> np.ndarray:
+    """Min-max normalise ``values`` within each query to [0, 1].
+
+    A query whose column is constant (or a single row) normalises to 0; NaN values are ignored for
+    the min and max and normalise to 0 (they sit with the minimum). ``grouping`` (from a previous
+    call's sort by ``qid``) saves the sort when several columns share one table.
+    """
+    n = len(values)
+    if n == 0:
+        return np.zeros(0)
+    order, starts, sizes = _grouping(qid) if grouping is None else grouping
+    xs = values[order]
+    nan = np.isnan(xs)
+    lo = np.repeat(np.minimum.reduceat(np.where(nan, np.inf, xs), starts), sizes)
+    hi = np.repeat(np.maximum.reduceat(np.where(nan, -np.inf, xs), starts), sizes)
+    span = hi - lo
+    with np.errstate(invalid="ignore", divide="ignore"):
+        norm = np.where((span > 0) & np.isfinite(span) & ~nan, (xs - lo) / span, 0.0)
+    out = np.empty(n)
+    out[order] = norm
+    return out
+
+
+def _first_boost(qid: np.ndarray, intent: np.ndarray, event_time: np.ndarray,
+                 relevant: np.ndarray, amount: float) -> np.ndarray:
+    """``temporal.first_boost`` scaled by age rank among a 'first' query's relevant rows.
+
+    The oldest relevant row gets ``amount``, the r-th oldest (0-based) of n gets ``amount*(1-r/n)``.
+    """
+    out = np.zeros(len(qid))
+    if amount == 0:
+        return out
+    idx = np.flatnonzero(((intent & INTENT_FIRST) != 0) & relevant)
+    if idx.size == 0:
+        return out
+    order = idx[np.lexsort((event_time[idx], qid[idx]))]
+    starts = _group_starts(qid[order])
+    sizes = np.diff(np.r_[starts, order.size])
+    rank = np.arange(order.size) - np.repeat(starts, sizes)
+    out[order] = amount * (1.0 - rank / np.repeat(sizes, sizes))
+    return out
+
+
+def _cognitive(codes: np.ndarray, cfg: MemlabConfig) -> np.ndarray:
+    fu = cfg.fusion
+    lookup = np.array([fu.cognitive_episodic, fu.cognitive_semantic, fu.cognitive_procedural])
+    bad = (codes < 0) | (codes >= lookup.size)
+    if np.any(bad):
+        raise InvalidInput("table.cognitive", "must be 0 episodic, 1 semantic or 2 procedural",
+                           int(codes[bad][0]))
+    return lookup[codes]
+
+
+def _build(name: str, score: np.ndarray, eligible: np.ndarray, relevant: np.ndarray,
+           raw: dict[str, np.ndarray], terms: dict[str, np.ndarray]) -> Scored:
+    components = dict(raw)
+    components.update(terms)
+    return Scored(score=score, eligible=eligible, relevant=relevant, components=components,
+                  additive=tuple(terms), scorer=name)
+
+
+def _sum(terms: dict[str, np.ndarray], n: int) -> np.ndarray:
+    total = np.zeros(n)
+    for v in terms.values():
+        total = total + v
+    return total
+
+
+# -- scorers -------------------------------------------------------------------------------------
+@register("reverie")
+def reverie(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+    """Reverie's fused score (§8), with retention (§9.1), entity (§11.1) and intent (§11.2) terms.
+
+    Governance on (``governance.enabled``)::
+
+        0.62*relevance + 0.16*lexical + 0.08*importance + 0.04*frequency + cognitive
+        + 0.24*temporal + 0.10*emotion + retention*resident_boost_cap + cue + entity + intent
+
+    relevance = cosine clipped to [0, 1] (NaN: 0); frequency = min(1, log1p(refs)/log1p(sat));
+    temporal = 2^(-age_days / temporal_half_life_days); emotion = intensity (§9.1);
+    cue = min(relevance * (1 - retention) * factor, cap); entity = min(each * matches, cap);
+    intent = +/-intent_boost for a new/old memory under a recent intent (reversed for historical);
+    plus ``temporal.first_boost`` by age rank for 'first' questions (0 by default).
+
+    Governance off (the §8 alternative): relevance is replaced by
+    ``relevance * min(1, retention * reinforcement)`` and there is no resident boost. memlab's
+    choice: the cue reactivation stays, computed from the *raw* relevance, since it is the cue's
+    strength (not the decayed trace) that lifts a weak memory.
+    """
+    fu, n = cfg.fusion, len(table)
+    qid = _col(table, "qid", np.int64)
+    cos = _col(table, "cosine")
+    lexical = _col(table, "lexical")
+    importance = _col(table, "importance")
+    age = np.maximum(_col(table, "age_days"), 0.0)
+    layer = _col(table, "layer", np.int64)
+    intent = _col(table, "intent", np.int64)
+
+    relevance = np.clip(np.nan_to_num(cos, nan=0.0), 0.0, 1.0)
+    refs = forgetting.references(_col(table, "access_count"), _col(table, "mention_count"))
+    reinf = forgetting.reinforcement(refs, alpha=cfg.forgetting.reinforcement_alpha)
+    frequency = np.minimum(1.0, np.log1p(refs) / np.log1p(fu.frequency_saturation))
+    cognitive = _cognitive(_col(table, "cognitive", np.int64), cfg)
+    temporal = np.exp2(-age / fu.temporal_half_life_days)
+    emotion = forgetting.emotion_intensity(_col(table, "emotion_max"), scale=fu.emotion_scale)
+    retention = forgetting.retention(layer, _col(table, "since_access_days"), importance, emotion,
+                                     refs, _col(table, "pinned", bool), cfg)
+
+    if cfg.governance.enabled:
+        rel_eff = relevance
+        resident = retention * fu.resident_boost_cap
+    else:
+        rel_eff = relevance * np.minimum(1.0, retention * reinf)
+        resident = np.zeros(n)
+    cue = np.minimum(relevance * (1.0 - retention) * fu.cue_reactivation_factor,
+                     fu.cue_reactivation_cap)
+    if cfg.entity.enabled:
+        entity = np.minimum(cfg.entity.boost_each * _col(table, "entity_matches"),
+                            cfg.entity.boost_cap)
+    else:
+        entity = np.zeros(n)
+
+    relevant = relevance_mask(cos, lexical, cfg)
+    tc = cfg.temporal
+    if tc.enabled:
+        new = np.where(age < tc.recent_window_days, 1.0, -1.0)
+        direction = ((intent & INTENT_RECENT) != 0).astype(float) \
+            - ((intent & INTENT_HISTORICAL) != 0).astype(float)
+        intent_term = tc.intent_boost * new * direction
+        first = _first_boost(qid, intent, _col(table, "event_time"), relevant, tc.first_boost)
+    else:
+        intent_term = first = np.zeros(n)
+
+    terms = {
+        "relevance_term": fu.relevance * rel_eff,
+        "lexical_term": fu.lexical * lexical,
+        "importance_term": fu.importance * importance,
+        "frequency_term": fu.frequency * frequency,
+        "cognitive_term": cognitive,
+        "temporal_term": fu.temporal * temporal,
+        "emotion_term": fu.emotion * emotion,
+        "resident_term": resident,
+        "cue_term": cue,
+        "entity_term": entity,
+        "intent_term": intent_term,
+        "first_term": first,
+    }
+    raw = {"relevance": relevance, "relevance_effective": rel_eff, "lexical": lexical,
+           "importance": importance, "references": refs, "reinforcement": reinf,
+           "frequency": frequency, "temporal": temporal, "emotion": emotion,
+           "retention": retention}
+    eligible = forgetting.eligible(retention, relevance, layer == LAYER_CODES["permanent"], cfg)
+    return _build("reverie", _sum(terms, n), eligible, relevant, raw, terms)
+
+
+@register("cosine")
+def cosine(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+    """Plain cosine. Rows without a cosine (not dense candidates) score -1 and are not relevant."""
+    cos = _col(table, "cosine")
+    known = ~np.isnan(cos)
+    s = np.where(known, cos, -1.0)
+    relevant = relevance_mask(cos, _col(table, "lexical"), cfg) & known
+    return _build("cosine", s, np.ones(len(s), dtype=bool), relevant, {}, {"cosine": s})
+
+
+@register("bm25")
+def bm25(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+    """Plain BM25. Rows with BM25 0 (no query term matched: not lexical hits) are not relevant."""
+    b = _col(table, "bm25")
+    relevant = relevance_mask(_col(table, "cosine"), _col(table, "lexical"), cfg) & (b > 0)
+    return _build("bm25", b, np.ones(len(b), dtype=bool), relevant, {}, {"bm25": b})
+
+
+@register("rrf")
+def rrf(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+    """Reciprocal rank fusion: sum over routes of 1/(rrf_k + rank); rank 0 (absent) adds 0.
+
+    Rows retrieved by neither route are not relevant (the hybrid returns route hits only).
+    """
+    k = cfg.baselines.rrf_k
+    dr = _col(table, "dense_rank")
+    lr = _col(table, "lexical_rank")
+    dense = np.where(dr > 0, 1.0 / (k + dr), 0.0)
+    lexical = np.where(lr > 0, 1.0 / (k + lr), 0.0)
+    relevant = relevance_mask(_col(table, "cosine"), _col(table, "lexical"), cfg) \
+        & ((dr > 0) | (lr > 0))
+    terms = {"dense_term": dense, "lexical_term": lexical}
+    return _build("rrf", dense + lexical, np.ones(len(dr), dtype=bool), relevant,
+                  {"dense_rank": dr, "lexical_rank": lr}, terms)
+
+
+@register("generative_agents")
+def generative_agents(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+    """Park et al. 2023: ga_relevance*rel + ga_importance*imp + ga_recency*rec, min-max per query.
+
+    relevance = cosine; recency = ga_recency_decay ** (hours since last access). memlab's choices:
+    a column that is constant within a query normalises to 0 (it cannot rank), and a NaN cosine
+    (not a dense candidate) normalises to 0 (the query's minimum).
+    """
+    b = cfg.baselines
+    qid = _col(table, "qid", np.int64)
+    cos = _col(table, "cosine")
+    importance = _col(table, "importance")
+    hours = np.maximum(_col(table, "since_access_days"), 0.0) * HOURS_PER_DAY
+    recency = np.power(b.ga_recency_decay, hours)
+    groups = _grouping(qid) if qid.size else None
+    rel_n = minmax_by_query(cos, qid, grouping=groups)
+    imp_n = minmax_by_query(importance, qid, grouping=groups)
+    rec_n = minmax_by_query(recency, qid, grouping=groups)
+    terms = {"relevance_term": b.ga_relevance * rel_n, "importance_term": b.ga_importance * imp_n,
+             "recency_term": b.ga_recency * rec_n}
+    raw = {"relevance": cos, "importance": importance, "recency": recency,
+           "relevance_norm": rel_n, "importance_norm": imp_n, "recency_norm": rec_n}
+    relevant = relevance_mask(cos, _col(table, "lexical"), cfg)
+    return _build("generative_agents", _sum(terms, len(cos)), np.ones(len(cos), dtype=bool),
+                  relevant, raw, terms)
+
+
+@register("dialog_tree")
+def dialog_tree(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+    """Familiars §5.4.2: alpha*cos + beta*exp(-age_s/recency_tau) + gamma*exp(-hops/tree_tau).
+
+    A NaN cosine or NaN tree distance (unknown) contributes 0 to its term.
+    """
+    d = cfg.dialog_tree
+    cos = _col(table, "cosine")
+    seconds = np.maximum(_col(table, "age_days"), 0.0) * SECONDS_PER_DAY
+    hops = _col(table, "tree_distance")
+    recency = np.exp(-seconds / d.recency_tau)
+    tree = np.where(np.isnan(hops), 0.0, np.exp(-np.nan_to_num(hops, nan=0.0) / d.tree_tau))
+    cos0 = np.nan_to_num(cos, nan=0.0)
+    terms = {"cosine_term": d.alpha * cos0, "recency_term": d.beta * recency,
+             "tree_term": d.gamma * tree}
+    raw = {"cosine": cos0, "recency": recency, "tree": tree}
+    relevant = relevance_mask(cos, _col(table, "lexical"), cfg)
+    return _build("dialog_tree", _sum(terms, len(cos)), np.ones(len(cos), dtype=bool), relevant,
+                  raw, terms)
