@@ -426,6 +426,8 @@ class BenchConfig(_Section):
     layer_policy: Literal["meta", "importance", "long_term", "short_term"] = _f(
         "meta", "Layer of replayed items: the item's meta (else by importance), by importance "
         "threshold, or all in one layer.", stage="ingest")
+    cache_dir: str = _f(".cache/memlab", "Folder of the persistent embedding cache of benchmarks "
+                        "(a second run never re-embeds).", stage="runtime")
 
 
 class MemlabConfig(_Section):

@@ -1,0 +1,116 @@
+"""``memlab bench``: run presets on a dataset, print a table, write JSON, log to MLflow."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from memlab.bench.run import BenchOutcome, format_table, resolve_preset, run_bench
+from memlab.config import MemlabConfig, load_config
+from memlab.errors import MemlabError
+
+DEFAULT_COMPARE = "reverie,cosine,bm25,generative_agents,hybrid_rrf"
+
+
+def _kv(pairs: list[str] | None, what: str) -> dict[str, str]:
+    out = {}
+    for s in pairs or []:
+        key, eq, value = s.partition("=")
+        if not eq:
+            raise MemlabError(f"{what} expects key=value (got {s!r})")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _dataset_options(pairs: list[str] | None) -> dict:
+    import yaml
+
+    return {k: yaml.safe_load(v) for k, v in _kv(pairs, "--option").items()}
+
+
+def bench(
+    dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d",
+                                help="A registered name (memlab datasets list) or a canonical folder."),
+    path: Optional[str] = typer.Option(None, "--path", help="Where the named dataset's files are."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
+                                               "key=value (e.g. noise=99, granularity=session)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="A YAML config (one run)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value config overrides "
+                                             "(applied to every preset)."),
+    compare: Optional[str] = typer.Option(None, "--compare", help="Comma-separated presets (or "
+                                          f"YAML paths) run side by side, e.g. {DEFAULT_COMPARE}"),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the results as JSON."),
+    out_dir: Path = typer.Option(Path("results"), "--out-dir", help="Per-query results and plots."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI "
+                                               "(default sqlite:///mlflow.db here)."),
+    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
+    experiment: str = typer.Option("memlab-bench", "--experiment", help="MLflow experiment."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category."""
+    try:
+        overrides = _kv(set_, "--set")
+        if compare:
+            presets = []
+            for name in [c.strip() for c in compare.split(",") if c.strip()]:
+                pname, ppath = resolve_preset(name)
+                presets.append((pname, load_config(ppath, overrides=overrides)))
+        elif config is not None:
+            presets = [(config.stem, load_config(config, overrides=overrides))]
+        else:
+            presets = [("reverie", load_config(None, overrides=overrides))]
+        out = run_bench(dataset=dataset, presets=presets, path=path,
+                        dataset_options=_dataset_options(option), limit=limit,
+                        progress=not quiet)
+    except MemlabError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    typer.echo(format_table(out))
+    report = out.to_json()
+    run_dir = write_artifacts(out, out_dir)
+    report["artifacts"] = str(run_dir)
+    if not no_track:
+        from memlab.bench.track import track_outcome
+
+        run_ids = track_outcome(out, run_dir=run_dir, tracking_uri=tracking_uri,
+                                experiment=experiment)
+        report["mlflow_runs"] = run_ids
+        typer.echo(f"\nMLflow: {len(run_ids)} run(s) in experiment {experiment!r} "
+                   f"({next(iter(run_ids.values()))['tracking_uri'] if run_ids else ''})")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
+        typer.echo(f"wrote {json_out}")
+
+
+def write_artifacts(out: BenchOutcome, out_dir: Path) -> Path:
+    """Per preset: the config YAML, per-query rankings and metrics (CSV), a recall@k curve and a
+    per-category bar chart (PNG). Returns the run folder."""
+    from memlab.bench import plots
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = out_dir / f"{stamp}-{out.dataset.card.name}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ks = out.results[0].config.bench.ks
+    aggs = {r.name: r.aggregate for r in out.results}
+    for r in out.results:
+        d = run_dir / r.name
+        d.mkdir(exist_ok=True)
+        r.config.to_yaml(d / "config.yaml")
+        pq = r.per_query.copy()
+        pq["ranking"] = [json.dumps(r.rankings[q], ensure_ascii=False) for q in pq.index]
+        pq.to_csv(d / "per_query.csv")
+        r.aggregate.to_csv(d / "aggregate.csv")
+        plots.save(plots.recall_curve({r.name: r.aggregate}, ks=ks), d / "recall_curve.png")
+        plots.save(plots.per_category_bars({r.name: r.aggregate}), d / "per_category.png")
+    if len(out.results) > 1:
+        plots.save(plots.recall_curve(aggs, ks=ks), run_dir / "recall_curve.png")
+        plots.save(plots.per_category_bars(aggs), run_dir / "per_category.png")
+    (run_dir / "report.json").write_text(json.dumps(out.to_json(), ensure_ascii=False, indent=1),
+                                         encoding="utf-8")
+    return run_dir

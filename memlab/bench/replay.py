@@ -1,0 +1,207 @@
+"""Replay a canonical dataset through memlab: the impure half of a benchmark.
+
+Each conversation is one user's memory: its items are written in timestamp order into a fresh
+store under a replay clock, and each question is asked at its ``asked_at`` — it sees only what was
+written by then. Replay yields the raw-signal table of every question (:mod:`memlab.recall.features`);
+scoring and metrics are pure and run on it afterwards, as often as a sweep likes.
+
+Embeddings come in batches through a persistent embedding cache, so a second run never re-embeds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from memlab.bench.datasets.canonical import Dataset, Item, Question
+from memlab.clock import ReplayClock
+from memlab.config import MemlabConfig
+from memlab.embed import Embedder
+from memlab.errors import ConfigError
+from memlab.recall.features import Features, empty_table
+from memlab.write.importance import choose_layer, score_importance
+
+
+def render_item(item: Item, template: str) -> str:
+    """An item as indexed: ``template`` with {speaker}, {text}, {date}, {session_id}."""
+    try:
+        return template.format(speaker=item.speaker or "user", text=item.text,
+                               date=item.timestamp.date().isoformat(), session_id=item.session_id)
+    except (KeyError, IndexError) as exc:
+        raise ConfigError("bench.render_template", "unknown placeholder; use {speaker}, {text}, "
+                          "{date} or {session_id}", template) from exc
+
+
+def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
+    """The memory an item becomes, by the config's importance and layer policies."""
+    b, meta = cfg.bench, item.meta or {}
+    if b.importance_policy == "meta" and isinstance(meta.get("importance"), (int, float)):
+        importance = float(meta["importance"])
+    elif b.importance_policy == "scored":
+        importance = score_importance(item.text, emotion_intensity=float(meta.get("emotion", 0.0)),
+                                      cfg=cfg.importance, term_cap=cfg.recall.term_cap,
+                                      text_cap=cfg.recall.text_cap)
+    else:
+        importance = b.default_importance
+    layer = None
+    if b.layer_policy == "meta":
+        layer = meta.get("layer")
+    elif b.layer_policy in ("long_term", "short_term"):
+        layer = b.layer_policy
+    if layer is None:
+        layer = choose_layer(importance, threshold=cfg.layers.long_term_threshold)
+    emotion = meta.get("emotion")
+    fields = {
+        "text": rendered, "id": item.item_id, "layer": layer, "importance": importance,
+        "timestamp": item.timestamp, "speaker": item.speaker, "session_id": item.session_id,
+        "emotions": ({"intensity": float(emotion) * cfg.fusion.emotion_scale}
+                     if isinstance(emotion, (int, float)) else {}),
+        "fact_key": str(meta.get("fact_key", "")),
+    }
+    if meta.get("cognitive_layer") in ("episodic", "semantic", "procedural"):
+        fields["cognitive_layer"] = meta["cognitive_layer"]
+    if isinstance(meta.get("event_time"), (int, float)):
+        fields["event_time"] = float(meta["event_time"])
+    return fields
+
+
+@dataclass
+class Replayed:
+    """Raw signals of every question of a dataset, rows made globally unique."""
+
+    features: Features
+    questions: pd.DataFrame          # qid-ordered: query_id, conversation_id, category, evidence
+    row_item: dict[int, str]         # global row -> item_id
+    row_session: dict[int, str]      # global row -> session_id
+    timings: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def embed_all(texts: Sequence[str], *, embedder: Embedder, cache, query: bool,
+              batch_size: int, desc: str) -> np.ndarray:
+    """Vectors of ``texts`` (unique texts embedded once), through the embedding cache."""
+    uniq = list(dict.fromkeys(texts))
+    key = embedder.version + ("|query" if query else "|doc")
+    found = cache.get_many(key, uniq)
+    missing = [i for i in range(len(uniq)) if i not in found]
+    if missing:
+        fn = embedder.embed_queries if query else embedder.embed_documents
+        for start in tqdm(range(0, len(missing), batch_size), desc=desc, unit="batch",
+                          leave=False, disable=len(missing) < batch_size):
+            idx = missing[start:start + batch_size]
+            vecs = fn([uniq[i] for i in idx])
+            cache.put_many(key, [uniq[i] for i in idx], vecs)
+            found.update(zip(idx, vecs))
+    pos = {t: i for i, t in enumerate(uniq)}
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.stack([found[pos[t]] for t in texts]).astype(np.float32, copy=False)
+
+
+def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
+           progress: bool = True) -> Replayed:
+    """Write every conversation into a fresh store in time order and compute the raw signals of
+    each question at its asked_at. ``embedder`` None: lexical routes only (documented)."""
+    from memlab.api import open_store
+
+    timings: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    template, k = cfg.bench.render_template, max(cfg.bench.k, max(cfg.bench.ks))
+    t0 = time.perf_counter()
+    conv_items = {c: ds.items_of(c) for c in ds.conversations()}
+    conv_questions = {c: sorted(ds.questions_of(c), key=lambda q: q.asked_at)
+                      for c in ds.conversations()}
+    rendered = {c: [render_item(it, template) for it in its] for c, its in conv_items.items()}
+    all_questions = [q for c in ds.conversations() for q in conv_questions[c]]
+    doc_vecs = q_vecs = None
+    if embedder is not None:
+        doc_vecs = embed_all([t for c in ds.conversations() for t in rendered[c]],
+                             embedder=embedder, cache=cache, query=False,
+                             batch_size=cfg.embedding.batch_size, desc="embed items")
+        q_vecs = embed_all([q.text for q in all_questions], embedder=embedder, cache=cache,
+                           query=True, batch_size=cfg.embedding.batch_size, desc="embed questions")
+    timings["embed"] = time.perf_counter() - t0
+
+    tables, terms, texts, ids = [], {}, {}, {}
+    row_item, row_session, qrows = {}, {}, []
+    offset, qid, d_off, q_off = 0, 0, 0, 0
+    bar = tqdm(total=len(all_questions), desc=f"replay {ds.card.name}", unit="q",
+               disable=not progress)
+    for conv in ds.conversations():
+        items, questions = conv_items[conv], conv_questions[conv]
+        n_items = len(items)
+        clock = ReplayClock(items[0].timestamp.timestamp() if items else 0.0)
+        store = open_store(":memory:", config=cfg, embedder=embedder, clock=clock,
+                           load_embedder=False)
+        written = 0
+        row_of_item: dict[int, int] = {}
+        try:
+            qi = 0
+            while qi < len(questions):
+                asked = questions[qi].asked_at
+                group = [questions[qi]]
+                while qi + len(group) < len(questions) and questions[qi + len(group)].asked_at == asked:
+                    group.append(questions[qi + len(group)])
+                upto = written
+                while upto < n_items and items[upto].timestamp <= asked:
+                    upto += 1
+                t1 = time.perf_counter()
+                if upto > written:
+                    batch = [item_fields(items[j], cfg=cfg, rendered=rendered[conv][j])
+                             for j in range(written, upto)]
+                    vecs = None if doc_vecs is None else doc_vecs[d_off + written:d_off + upto]
+                    recs = store.add_many(batch, vectors=vecs)
+                    for j, rec in zip(range(written, upto), recs):
+                        row_of_item[j] = rec.id
+                    written = upto
+                timings["ingest"] += time.perf_counter() - t1
+                t2 = time.perf_counter()
+                qv = None if q_vecs is None else q_vecs[q_off + qi:q_off + qi + len(group)]
+                feats = store.features([q.text for q in group], k=k, query_vectors=qv,
+                                       now=asked.timestamp())
+                timings["recall"] += time.perf_counter() - t2
+                tab = feats.table.copy()
+                local_rows = tab["row"].to_numpy()
+                uniq = np.unique(local_rows)
+                remap = {int(r): offset + int(r) for r in uniq}
+                tab["row"] = np.array([remap[int(r)] for r in local_rows], dtype=np.int64)
+                tab["qid"] = tab["qid"].to_numpy() + qid
+                tables.append(tab)
+                for r in uniq:
+                    g = remap[int(r)]
+                    terms[g] = feats.terms[int(r)]
+                    texts[g] = feats.texts[int(r)]
+                    ids[g] = feats.ids[int(r)]
+                for q in group:
+                    qrows.append({"qid": qid, "query_id": q.query_id, "conversation_id": conv,
+                                  "category": q.category, "evidence": tuple(q.evidence),
+                                  "text": q.text})
+                    qid += 1
+                bar.update(len(group))
+                qi += len(group)
+            # rows of this store: ids are item ids; sessions from the items
+            sess = {it.item_id: it.session_id for it in items}
+            for g, item_id in ((g, i) for g, i in ids.items() if g >= offset):
+                row_item[g] = item_id
+                row_session[g] = sess.get(item_id, "")
+            counts["items_written"] += written
+            counts["items"] += n_items
+        finally:
+            store.close()
+        offset += 10 ** 7
+        d_off += n_items
+        q_off += len(questions)
+    bar.close()
+    counts["questions"] = qid
+    counts["conversations"] = len(ds.conversations())
+    table = pd.concat(tables, ignore_index=True) if tables else empty_table()
+    counts["candidates"] = len(table)
+    return Replayed(Features(table=table, terms=terms, texts=texts, ids=ids,
+                             query_texts=tuple(r["text"] for r in qrows)),
+                    pd.DataFrame(qrows), row_item, row_session, dict(timings), dict(counts))

@@ -1,0 +1,248 @@
+"""A benchmark run: load a dataset, replay it once per candidate configuration, score every preset
+on the same raw signals, compute metrics overall and per category, and report.
+
+``memlab bench`` is a thin CLI over :func:`run_bench`.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from memlab.bench import metrics as M
+from memlab.bench.datasets import registry
+from memlab.bench.datasets.canonical import Dataset
+from memlab.bench.replay import Replayed, replay
+from memlab.config import MemlabConfig, describe
+from memlab.errors import ConfigError, EmbeddingUnavailable
+from memlab.recall.score import score as score_table
+from memlab.recall.select import select
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PRESET_DIRS = (Path("experiments/configs"), REPO_ROOT / "experiments" / "configs")
+_FEATURE_STAGES = ("candidates", "ingest")
+
+
+def resolve_preset(name_or_path: str) -> tuple[str, Path]:
+    """A preset name (``reverie``) or a YAML path -> (name, path)."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p.stem, p
+    for d in PRESET_DIRS:
+        cand = d / f"{name_or_path}.yaml"
+        if cand.exists():
+            return name_or_path, cand
+    known = sorted({f.stem for d in PRESET_DIRS if d.exists() for f in d.glob("*.yaml")})
+    raise ConfigError("preset", f"unknown preset; known: {', '.join(known)} (or a YAML path)",
+                      name_or_path)
+
+
+def features_key(cfg: MemlabConfig) -> str:
+    """What the raw signals depend on: the embedder and every candidates/ingest-stage field."""
+    flat = cfg.to_flat()
+    keep = {r["key"]: flat[r["key"]] for r in describe()
+            if r["stage"] in _FEATURE_STAGES or r["key"].startswith("embedding.")}
+    keep.pop("embedding.batch_size", None)
+    keep.pop("embedding.threads", None)
+    return json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def rank(rep: Replayed, cfg: MemlabConfig) -> dict[str, list[str]]:
+    """Score the raw signals with ``cfg`` and select up to max(bench.ks) memories per question.
+
+    Keys are ``conversation_id::query_id``; items are ``conversation_id::item_id`` (item ids are
+    only unique within a conversation)."""
+    k = max(max(cfg.bench.ks), cfg.bench.k)
+    table = rep.features.table
+    out: dict[str, list[str]] = {}
+    keys = [f"{c}::{q}" for c, q in zip(rep.questions["conversation_id"], rep.questions["query_id"])]
+    convs = rep.questions["conversation_id"].tolist()
+    if table.empty:
+        return {key: [] for key in keys}
+    scored = score_table(table, cfg)
+    picks = select(table, scored, terms=rep.features.terms, k=k, cfg=cfg)
+    rows = table["row"].to_numpy()
+    for qid, key in enumerate(keys):
+        pos = picks[qid] if qid < len(picks) else np.zeros(0, int)
+        out[key] = [f"{convs[qid]}::{rep.row_item[int(r)]}" for r in rows[pos]]
+    return out
+
+
+def qrels_of(rep: Replayed) -> dict[str, list[str]]:
+    return {f"{c}::{q}": [f"{c}::{e}" for e in ev]
+            for c, q, ev in zip(rep.questions["conversation_id"], rep.questions["query_id"],
+                                rep.questions["evidence"])}
+
+
+@dataclass
+class PresetResult:
+    name: str
+    config: MemlabConfig
+    per_query: pd.DataFrame
+    aggregate: pd.DataFrame
+    session_aggregate: pd.DataFrame | None
+    rankings: dict[str, list[str]]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class BenchOutcome:
+    dataset: Dataset
+    results: list[PresetResult]
+    timings: dict[str, float]
+    counts: dict[str, int]
+    embedder_version: str
+
+    def to_json(self) -> dict[str, Any]:
+        single = len(self.results) == 1
+
+        def pick(fn):
+            vals = {r.name: fn(r) for r in self.results}
+            return next(iter(vals.values())) if single else vals
+
+        def overall(r: PresetResult) -> dict[str, float]:
+            row = r.aggregate.loc["all"].drop("n").to_dict()
+            if r.session_aggregate is not None:
+                row.update({f"session_{k}": v for k, v in
+                            r.session_aggregate.loc["all"].drop("n").to_dict().items()})
+            return {k: round(float(v), 6) for k, v in row.items()}
+
+        def per_cat(r: PresetResult) -> dict[str, dict[str, float]]:
+            agg = r.aggregate.drop(index="all")
+            return {str(c): {k: (int(v) if k == "n" else round(float(v), 6))
+                             for k, v in row.items()} for c, row in agg.iterrows()}
+
+        card = self.dataset.card
+        return {
+            "dataset": {"name": card.name, "version": card.version,
+                        "content_hash": self.dataset.content_hash(),
+                        "questions": len(self.dataset.questions)},
+            "config": pick(lambda r: r.config.to_flat()),
+            "presets": [r.name for r in self.results],
+            "embedder": self.embedder_version,
+            "metrics": pick(overall),
+            "per_category": pick(per_cat),
+            "timings": {**{k: round(v, 3) for k, v in self.timings.items()},
+                        **{f"score_{r.name}": round(r.timings.get("score", 0.0), 3)
+                           for r in self.results}},
+            "counts": self.counts,
+        }
+
+
+def _peak_rss_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def open_cache(cfg: MemlabConfig):
+    """The persistent embedding cache of benchmarks (bench.cache_dir)."""
+    from memlab.store.cache import EmbeddingCacheFile
+
+    return EmbeddingCacheFile(Path(cfg.bench.cache_dir) / "embeddings.sqlite")
+
+
+def _has_sessions(rep: Replayed) -> bool:
+    per_conv: dict[str, set[str]] = {}
+    for g, s in rep.row_session.items():
+        per_conv.setdefault(str(g // 10 ** 7), set()).add(s)
+    return any(len(v) > 1 for v in per_conv.values())
+
+
+def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path: str | None = None,
+              dataset_options: Mapping[str, Any] | None = None, limit: int | None = None,
+              progress: bool = True, embedder=None) -> BenchOutcome:
+    """Run every preset on one dataset; presets that share candidate settings share one replay."""
+    from memlab.embed import make_embedder
+
+    if not presets:
+        raise ConfigError("presets", "at least one preset", [])
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    ds = registry.load(dataset, path=path, **dict(dataset_options or {}))
+    if limit is not None:
+        ds = ds.subset(limit_questions=limit)
+    timings["load"] = time.perf_counter() - t0
+    versions = {p.embedding.model_dump_json() for _, p in presets}
+    if len(versions) > 1:
+        raise ConfigError("embedding", "presets compared in one run must share the embedder",
+                          sorted(versions))
+    base = presets[0][1]
+    if embedder is None:
+        try:
+            embedder = make_embedder(base)
+        except EmbeddingUnavailable as exc:
+            print(f"warning: embedder unavailable ({exc}); lexical routes only", file=sys.stderr)
+            embedder = None
+    cache = open_cache(base)
+    groups: dict[str, Replayed] = {}
+    results: list[PresetResult] = []
+    counts: dict[str, int] = {}
+    try:
+        for name, cfg in presets:
+            key = features_key(cfg)
+            if key not in groups:
+                rep = replay(ds, cfg=cfg, embedder=embedder, cache=cache, progress=progress)
+                groups[key] = rep
+                for stage, secs in rep.timings.items():
+                    timings[stage] = timings.get(stage, 0.0) + secs
+                counts = {**rep.counts, **counts} if counts else dict(rep.counts)
+            rep = groups[key]
+            t1 = time.perf_counter()
+            rankings = rank(rep, cfg)
+            t_score = time.perf_counter() - t1
+            qrels = qrels_of(rep)
+            per_query = M.evaluate(rankings, qrels, ks=cfg.bench.ks)
+            cats = pd.Series(rep.questions["category"].astype(str).to_numpy(),
+                             index=list(rankings))
+            agg = M.aggregate(per_query, by=cats)
+            sess_agg = None
+            if _has_sessions(rep):
+                item_sess = {f"{c}::{it.item_id}": f"{c}::{it.session_id}"
+                             for c in ds.conversations() for it in ds.items_of(c)}
+                sq = M.evaluate(M.to_sessions(rankings, item_sess), M.to_sessions(qrels, item_sess),
+                                ks=cfg.bench.ks)
+                sess_agg = M.aggregate(sq)
+            per_query = per_query.assign(category=cats)
+            results.append(PresetResult(name, cfg, per_query, agg, sess_agg, rankings,
+                                        {"score": t_score}))
+    finally:
+        cache.close()
+    timings["total"] = time.perf_counter() - t0
+    timings["peak_rss_mb"] = _peak_rss_mb()
+    return BenchOutcome(ds, results, timings, counts,
+                        embedder.version if embedder is not None else "none (lexical only)")
+
+
+def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "recall@10",
+                                                                   "ndcg@10", "mrr")) -> str:
+    """Presets side by side: overall metrics, then recall@10 per category."""
+    overall = pd.DataFrame({r.name: r.aggregate.loc["all"] for r in out.results}).T
+    cols = [m for m in metrics if m in overall.columns] + ["n"]
+    lines = [f"dataset {out.dataset.card.name} {out.dataset.card.version}  "
+             f"({out.counts.get('questions', 0)} questions, {out.counts.get('items', 0)} items, "
+             f"embedder {out.embedder_version})", "",
+             overall[cols].to_string(float_format=lambda v: f"{v:.3f}")]
+    sess = {r.name: r.session_aggregate.loc["all"] for r in out.results
+            if r.session_aggregate is not None}
+    if sess:
+        s = pd.DataFrame(sess).T
+        lines += ["", "session level", s[[c for c in ("recall@5", "recall@10", "ndcg@10")
+                                           if c in s.columns]].to_string(
+            float_format=lambda v: f"{v:.3f}")]
+    metric = "recall@10" if "recall@10" in overall.columns else cols[0]
+    per_cat = pd.DataFrame({r.name: r.aggregate.drop(index="all")[metric] for r in out.results})
+    per_cat["n"] = out.results[0].aggregate.drop(index="all")["n"]
+    lines += ["", f"{metric} per category", per_cat.to_string(float_format=lambda v: f"{v:.3f}")]
+    t = out.timings
+    lines += ["", "timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()
+                                             if k != "peak_rss_mb")
+              + f"; peak memory {t.get('peak_rss_mb', 0):.0f} MB"]
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""Log a benchmark outcome to MLflow: one run per preset (a parent run when several are compared)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memlab.bench.run import REPO_ROOT, BenchOutcome
+from memlab.bench.tracking import (dataset_tags, log_run, metrics_from_aggregate,
+                                   provenance_tags, resolve_tracking_uri)
+
+
+def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
+                  experiment: str) -> dict[str, dict[str, str]]:
+    """params = the flat config; metrics overall and per category (and session level); tags =
+    dataset name, version and content hash, memlab version, git commit, embedder; artifacts = the
+    config YAML, per-query rankings, the recall@k curve and the per-category bars."""
+    uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd())
+    ds = out.dataset
+    tags = {**dataset_tags(name=ds.card.name, version=ds.card.version,
+                           content_hash=ds.content_hash()),
+            **provenance_tags(repo_dir=REPO_ROOT), "memlab.embedder": out.embedder_version}
+    timing_metrics = {f"time_{k}": float(v) for k, v in out.timings.items()}
+    parent = None
+    if len(out.results) > 1:
+        parent = log_run(experiment=experiment, run_name=f"{ds.card.name}: compare",
+                         params={"presets": ",".join(r.name for r in out.results)},
+                         metrics=timing_metrics, tags={**tags, "memlab.kind": "compare"},
+                         artifacts={p.name: p for p in sorted(run_dir.glob("*.png"))}
+                         | {"report.json": run_dir / "report.json"},
+                         tracking_uri=uri)
+    ids: dict[str, dict[str, str]] = {}
+    for r in out.results:
+        d = run_dir / r.name
+        metrics = metrics_from_aggregate(r.aggregate)
+        if r.session_aggregate is not None:
+            metrics.update({f"session_{k}": v for k, v in
+                            metrics_from_aggregate(r.session_aggregate).items()})
+        if parent is None:
+            metrics.update(timing_metrics)
+        run_id = log_run(experiment=experiment, run_name=f"{ds.card.name}: {r.name}",
+                         params=r.config.to_flat(), metrics=metrics,
+                         tags={**tags, "memlab.preset": r.name},
+                         artifacts={f.name: f for f in sorted(d.iterdir()) if f.is_file()},
+                         tracking_uri=uri, parent_run_id=parent)
+        ids[r.name] = {"run_id": run_id, "tracking_uri": uri}
+    return ids

@@ -1,0 +1,164 @@
+"""``memlab ...``: config, add, recall, datasets, bench."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from memlab.config import MemlabConfig, describe, load_config
+from memlab.errors import MemlabError
+
+app = typer.Typer(help="memlab: long-term memory for conversational agents, measured.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+config_app = typer.Typer(help="Show or validate the configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def _parse_sets(sets: list[str] | None) -> dict[str, str]:
+    out = {}
+    for s in sets or []:
+        key, eq, value = s.partition("=")
+        if not eq:
+            raise MemlabError(f"--set expects key=value (got {s!r})")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _config(config: Optional[Path], sets: list[str] | None) -> MemlabConfig:
+    return load_config(config, overrides=_parse_sets(sets))
+
+
+@config_app.command("show")
+def config_show(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="A YAML config file."),
+    fmt: str = typer.Option("table", "--format", help="table | yaml | json | flat"),
+    section: Optional[str] = typer.Option(None, help="Only this section."),
+) -> None:
+    """Every field: value, default, range, stage and description."""
+    try:
+        cfg = _config(config, None)
+    except MemlabError as exc:
+        _fail(exc)
+    if fmt == "yaml":
+        typer.echo(cfg.to_yaml())
+        return
+    flat = cfg.to_flat()
+    if fmt == "flat":
+        for k, v in flat.items():
+            typer.echo(f"{k}={json.dumps(v, ensure_ascii=False)}")
+        return
+    rows = [dict(r, value=flat[r["key"]]) for r in describe()
+            if section is None or r["key"].startswith(section + ".")]
+    if fmt == "json":
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
+    for r in rows:
+        mark = "" if r["value"] == r["default"] else "  *"
+        typer.echo(f"{r['key']:<42} {json.dumps(r['value'], ensure_ascii=False)[:40]:<40} "
+                   f"{r['range']:<18} {r['stage']:<10} {r['description']}{mark}")
+
+
+@config_app.command("validate")
+def config_validate(path: Path) -> None:
+    """Validate a YAML config file: unknown keys and out-of-range values are named."""
+    try:
+        cfg = MemlabConfig.from_yaml(path)
+    except MemlabError as exc:
+        _fail(exc)
+    changed = {k: v for k, v in cfg.to_flat().items() if v != MemlabConfig().to_flat()[k]}
+    typer.echo(f"ok: {path} ({len(changed)} field(s) differ from the defaults)")
+    for k, v in changed.items():
+        typer.echo(f"  {k} = {json.dumps(v, ensure_ascii=False)}")
+
+
+@app.command("add")
+def add_cmd(
+    store: Path = typer.Argument(..., help="The store file (created when missing)."),
+    text: str = typer.Argument(..., help="The memory text."),
+    importance: Optional[float] = typer.Option(None, help="In [0, 1]; default: §5 scorer."),
+    layer: Optional[str] = typer.Option(None, help="permanent | long_term | short_term."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    config: Optional[Path] = typer.Option(None, "--config", "-c"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Add one memory to a store file."""
+    from memlab.api import open_store
+
+    try:
+        cfg = _config(config, set_)
+        with open_store(store, config=cfg) as st:
+            rec = st.add(text, importance=importance, layer=layer, agent_id=agent_id,
+                         user_id=user_id)
+    except MemlabError as exc:
+        _fail(exc)
+    typer.echo(f"{rec.id}\t{rec.retention_layer}\timportance={rec.importance:.2f}")
+
+
+@app.command("recall")
+def recall_cmd(
+    store: Path = typer.Argument(..., help="The store file."),
+    query: str = typer.Argument(...),
+    k: Optional[int] = typer.Option(None, "-k", help="Memories to return."),
+    explain: bool = typer.Option(False, "--explain", help="Show every score component."),
+    prompt: bool = typer.Option(False, "--prompt", help="Print the prompt block."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    config: Optional[Path] = typer.Option(None, "--config", "-c"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Recall memories for a query (time: now)."""
+    import pandas as pd
+
+    from memlab.api import open_store
+
+    if not store.exists():
+        _fail(MemlabError(f"{store}: no such store file"))
+    try:
+        cfg = _config(config, set_)
+        with open_store(store, config=cfg) as st:
+            res = st.recall(query, k=k, agent_id=agent_id, user_id=user_id)
+    except MemlabError as exc:
+        _fail(exc)
+    for note in res.notes:
+        typer.secho(f"note: {note}", fg=typer.colors.YELLOW, err=True)
+    if not len(res):
+        typer.echo(f"no memories: {res.empty_reason}")
+        return
+    if prompt:
+        typer.echo(res.to_prompt())
+        return
+    frame = res.to_frame()
+    if not explain:
+        frame = frame[["rank", "score", "id", "text"]]
+    with pd.option_context("display.max_columns", None, "display.width", 200,
+                           "display.max_colwidth", 60, "display.float_format", "{:.4f}".format):
+        typer.echo(frame.to_string(index=False))
+
+
+def _mount() -> None:
+    from memlab.bench.cli import bench
+    from memlab.bench.datasets.cli import datasets_app
+
+    app.add_typer(datasets_app, name="datasets")
+    app.command("bench")(bench)
+
+
+_mount()
+
+
+def main() -> None:  # pragma: no cover
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
