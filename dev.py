@@ -60,7 +60,9 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "bench":
         setup(())
-        args = rest or ["--dataset", "memlab-lifelog"]
+        args = rest or ["--dataset", "memlab-lifelog", "--compare",
+                        "reverie,cosine,bm25,generative_agents,hybrid_rrf",
+                        "--json", "results/memlab-lifelog.json"]
         return subprocess.run([str(BIN / "memlab"), "bench", *args], cwd=ROOT, env=env).returncode
     if cmd == "test":
         setup(("dev", "st"))
