@@ -62,10 +62,15 @@ def config_show(
     if fmt == "json":
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=1))
         return
+    def short(v: object) -> str:
+        text = json.dumps(v, ensure_ascii=False)
+        return text if len(text) <= 24 else text[:21] + "..."
+
+    typer.echo(f"{'key':<40} {'value':<24} {'default':<24} {'range':<18} {'stage':<10} description")
     for r in rows:
-        mark = "" if r["value"] == r["default"] else "  *"
-        typer.echo(f"{r['key']:<42} {json.dumps(r['value'], ensure_ascii=False)[:40]:<40} "
-                   f"{r['range']:<18} {r['stage']:<10} {r['description']}{mark}")
+        mark = "" if r["value"] == r["default"] else "*"
+        typer.echo(f"{r['key']:<40} {short(r['value']) + mark:<24} {short(r['default']):<24} "
+                   f"{r['range']:<18} {r['stage']:<10} {r['description']}")
 
 
 @config_app.command("validate")

@@ -18,6 +18,7 @@ Each field also has a ``stage``: what must be recomputed when it changes.
 from __future__ import annotations
 
 import math
+import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -614,13 +615,14 @@ def describe_field(key: str) -> dict[str, Any]:
     hi = f"{bounds['le']}]" if "le" in bounds else (f"{bounds['lt']})" if "lt" in bounds else "inf)")
     ann = f.annotation
     tname = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+    choices = typing.get_args(ann) if typing.get_origin(ann) is Literal else ()
     extra = f.json_schema_extra or {}
     default = f.default.model_dump(mode="json") if isinstance(f.default, BaseModel) else f.default
     if isinstance(default, tuple):
         default = list(default)
     return {
         "key": key, "type": tname, "default": default,
-        "range": f"{lo}, {hi}" if bounds else "",
+        "range": f"{lo}, {hi}" if bounds else ("|".join(map(str, choices)) if choices else ""),
         "stage": extra.get("stage", "score"), "spec": extra.get("spec", ""),
         "description": f.description or "",
     }
