@@ -28,7 +28,7 @@ from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter
                       registered_tables, table_name)
 
 
-def open_store(path: str | Path, *, config: MemlabConfig | None = None, quick_check: bool = True
+def open_store(path: str | Path, *, config: MemlabConfig | None = None, quick_check: bool = False
                ) -> tuple[Connection, Repository]:
     """Connect (``store.busy_timeout_ms``, ``store.journal_mode``), migrate, and return
     ``(connection, Repository)``."""

@@ -24,13 +24,15 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-#: The embedding cache table (a store migration and EmbeddingCacheFile create it).
+#: The embedding cache table (a store migration and EmbeddingCacheFile create it). A rowid
+#: table: WITHOUT ROWID packs 1.5 KB rows badly (3x the file size at 384 dimensions).
 CACHE_TABLE_SQL = """CREATE TABLE IF NOT EXISTS embedding_cache (
+    id INTEGER PRIMARY KEY,
     model_version TEXT NOT NULL,
     text_hash TEXT NOT NULL,
     dim INTEGER NOT NULL CHECK (dim > 0),
     vector BLOB NOT NULL CHECK (length(vector) = 4 * dim),
-    PRIMARY KEY (model_version, text_hash)) WITHOUT ROWID"""
+    UNIQUE (model_version, text_hash))"""
 
 
 class EmbeddingCache:

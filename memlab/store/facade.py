@@ -105,7 +105,7 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path = ":memory:", *, config: MemlabConfig | None = None,
-             embedder: _Embedder | None = None, quick_check: bool = True) -> "Store":
+             embedder: _Embedder | None = None, quick_check: bool = False) -> "Store":
         """Connect, migrate and open (``config.store`` pragmas and vector layout)."""
         cfg = config if config is not None else MemlabConfig()
         conn = connect(path, busy_timeout_ms=cfg.store.busy_timeout_ms,

@@ -19,165 +19,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import operator
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from memlab.config import MemlabConfig
-from memlab.errors import InvalidCell, InvalidInput, StoreError
+from memlab.errors import InvalidInput, StoreError
 from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES
-from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUSES,
-                          LIFECYCLE_STATES, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
+from memlab.types import RETENTION_LAYERS, MemoryRecord
 
 from .cache import EmbeddingCache, text_hash
 from .connect import Connection, transaction
 from .migrations import LATEST, schema_version
+from .records import (COLUMNS, DERIVED, FIELDS, VECTOR_META_FIELDS, clean_strings, from_row,
+                      ids_json, searchable, to_row, validate_record)
 from .vectors import VectorCache, registered_tables
 
-_JSON_FIELDS = {"emotions": "emotions_json", "keywords": "keywords_json", "entities": "entities_json",
-                "tags": "tags_json", "ttl": "ttl_json", "evidence": "evidence_json",
-                "derived_from": "derived_from_json", "source_quote": "source_quote_json",
-                "meta": "meta_json"}
-_FIELDS = [f.name for f in dataclasses.fields(MemoryRecord)]
-_COLS = [_JSON_FIELDS.get(f, f) for f in _FIELDS]
-_EXTRA = ["owner", "emotion_max", "terms_json", "n_terms", "text_hash"]
-_INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(_COLS + _EXTRA)}) "
-           f"VALUES ({', '.join('?' * (1 + len(_COLS) + len(_EXTRA)))})")
-_UPDATE = (f"UPDATE memory_records SET {', '.join(c + ' = ?' for c in _COLS + _EXTRA)} "
+_INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(COLUMNS + DERIVED)}) "
+           f"VALUES ({', '.join('?' * (1 + len(COLUMNS) + len(DERIVED)))})")
+_UPDATE = (f"UPDATE memory_records SET {', '.join(c + ' = ?' for c in COLUMNS + DERIVED)} "
            f"WHERE rowid = ?")
-_SELECT = f"SELECT rowid, {', '.join(_COLS)} FROM memory_records"
-_TUPLES = {"keywords", "entities", "tags", "derived_from", "source_quote"}
-_ENUMS = {"retention_layer": RETENTION_LAYERS, "cognitive_layer": COGNITIVE_LAYERS,
-          "lifecycle_state": LIFECYCLE_STATES, "embedding_status": EMBEDDING_STATUSES,
-          "epistemic_status": EPISTEMIC_STATUSES}
-_VECTOR_META = {"agent_id", "user_id", "retention_layer", "cognitive_layer", "event_time",
-                "timestamp", "lifecycle_state", "deprecated"}
-
-
-def _ids_json(values: Sequence[Any]) -> str:
-    return json.dumps([int(v) for v in values])
-
-
-def _dumps(value: Any, field: str) -> str | None:
-    if value is None:
-        return None
-    if not value:
-        return "{}" if isinstance(value, Mapping) else "[]"
-    try:
-        return json.dumps(dict(value) if isinstance(value, Mapping) else list(value),
-                          ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(field, f"must be JSON-serialisable ({exc})", value) from exc
-
-
-def _finite(rec: MemoryRecord, field: str, *, lo: float | None = None, hi: float | None = None,
-            optional: bool = False) -> None:
-    v = getattr(rec, field)
-    if v is None and optional:
-        return
-    if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v):
-        raise InvalidInput(field, "must be a finite number", v)
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise InvalidInput(field, f"must be in [{lo}, {hi}]", v)
-
-
-def _count(rec: MemoryRecord, field: str, lo: int) -> None:
-    v = getattr(rec, field)
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise InvalidInput(field, f"must be an integer >= {lo}", v)
-
-
-def _strs(values: Any, field: str) -> list[str]:
-    if isinstance(values, str) or not isinstance(values, Sequence):
-        raise InvalidInput(field, "must be a list of strings", values)
-    out = [v.strip() if isinstance(v, str) else v for v in values]
-    bad = [v for v in out if not isinstance(v, str) or not v]
-    if bad:
-        raise InvalidInput(field, "items must be non-empty strings", bad[0])
-    return list(dict.fromkeys(out))
-
-
-def validate_record(rec: MemoryRecord, *, max_text_chars: int) -> None:
-    """Raise InvalidInput (naming the field, rule and value) when a record cannot be stored."""
-    if not isinstance(rec, MemoryRecord):
-        raise InvalidInput("record", "must be a MemoryRecord", type(rec).__name__)
-    for field in ("id", "agent_id", "user_id"):
-        v = getattr(rec, field)
-        if not isinstance(v, str) or not v.strip():
-            raise InvalidInput(field, "must be a non-empty string", v)
-    if not isinstance(rec.text, str) or not rec.text.strip():
-        raise InvalidInput("text", "must be non-empty, not only whitespace", rec.text)
-    if len(rec.text) > max_text_chars:
-        raise InvalidInput("text", f"longer than recall.max_text_chars={max_text_chars}",
-                           f"{len(rec.text)} characters")
-    for field, allowed in _ENUMS.items():
-        if getattr(rec, field) not in allowed:
-            raise InvalidInput(field, f"must be one of {allowed}", getattr(rec, field))
-    _finite(rec, "importance", lo=0.0, hi=1.0)
-    _finite(rec, "timestamp")
-    _finite(rec, "event_time", optional=True)
-    _finite(rec, "last_accessed", optional=True)
-    _count(rec, "access_count", 0)
-    _count(rec, "mention_count", 1)
-    _count(rec, "fact_revision", 1)
-    _count(rec, "schema_version", 0)
-    if not isinstance(rec.emotions, Mapping):
-        raise InvalidInput("emotions", "must be a mapping name -> intensity", rec.emotions)
-    for name, v in rec.emotions.items():
-        if not isinstance(name, str) or isinstance(v, bool) or not isinstance(v, Real) \
-                or not math.isfinite(v):
-            raise InvalidInput("emotions", "must map names to finite numbers", {name: v})
-    if (rec.scope is None) != (rec.category is None) or (
-            rec.scope is not None and (rec.scope, rec.category) not in VALID_CELLS):
-        raise InvalidCell("scope/category", "must both be None or a valid Familiars cell",
-                          (rec.scope, rec.category))
-    for field in ("deprecated", "pinned"):
-        if not isinstance(getattr(rec, field), bool):
-            raise InvalidInput(field, "must be a bool", getattr(rec, field))
-    for field in _TUPLES:
-        v = getattr(rec, field)
-        if isinstance(v, str) or not isinstance(v, Sequence) \
-                or not all(isinstance(x, str) for x in v):
-            raise InvalidInput(field, "must be a tuple of strings", v)
-
-
-def _searchable(rec: MemoryRecord) -> bool:
-    return rec.lifecycle_state == "active" and not rec.deprecated
-
-
-_GET = operator.attrgetter(*_FIELDS)
-_JSON_AT = [(i, f) for i, f in enumerate(_FIELDS) if f in _JSON_FIELDS]
-_BOOL_AT = [i for i, f in enumerate(_FIELDS) if f in ("deprecated", "pinned")]
-
-
-def _row(rec: MemoryRecord, owner: int, terms: list[str]) -> list[Any]:
-    values = list(_GET(rec))
-    for i, f in _JSON_AT:
-        v = values[i]
-        values[i] = ("{}" if isinstance(v, Mapping) else "[]") if not v and v is not None \
-            else _dumps(v, f)
-    for i in _BOOL_AT:
-        values[i] = int(values[i])
-    emax = max((abs(float(x)) for x in rec.emotions.values()), default=0.0)
-    values += [owner, emax, _dumps(terms, "terms"), len(terms), text_hash(rec.text)]
-    return values
-
-
-def _record(row: Sequence[Any]) -> MemoryRecord:
-    kw: dict[str, Any] = {}
-    for f, v in zip(_FIELDS, row[1:]):
-        if f in _JSON_FIELDS and v is not None:
-            v = json.loads(v)
-            if f in _TUPLES:
-                v = tuple(v)
-        elif f in ("deprecated", "pinned"):
-            v = bool(v)
-        kw[f] = v
-    return MemoryRecord(**kw)
+_SELECT = f"SELECT rowid, {', '.join(COLUMNS)} FROM memory_records"
 
 
 class Repository:
@@ -216,8 +81,8 @@ class Repository:
             if rec.id in seen:
                 raise InvalidInput("id", "duplicate id in the batch", rec.id)
             seen.add(rec.id)
-        terms = [_strs(t, "terms") for t in terms]
-        entities = [_strs(e, "entities") for e in entities]
+        terms = [clean_strings(t, "terms") for t in terms]
+        entities = [clean_strings(e, "entities") for e in entities]
         if not records:
             return []
         conn = self.conn
@@ -233,10 +98,10 @@ class Repository:
                 "'memory_records'), 0), coalesce((SELECT max(rowid) FROM memory_records), 0))"
             ).fetchone()[0] + 1
             rowids = list(range(start, start + len(records)))
-            conn.executemany(_INSERT, ([rid] + _row(rec, owners[rec.agent_id, rec.user_id], t)
+            conn.executemany(_INSERT, ([rid] + to_row(rec, owners[rec.agent_id, rec.user_id], t)
                                        for rid, rec, t in zip(rowids, records, terms)))
             self._index([(rid, owners[r.agent_id, r.user_id], t)
-                         for rid, r, t in zip(rowids, records, terms) if _searchable(r)])
+                         for rid, r, t in zip(rowids, records, terms) if searchable(r)])
             self._link(list(zip(rowids, entities)))
         return rowids
 
@@ -253,7 +118,7 @@ class Repository:
         with transaction(self.conn):
             cur = self.conn.execute(
                 "UPDATE memory_records SET last_accessed = ?, access_count = access_count + 1 "
-                "WHERE rowid IN (SELECT value FROM json_each(?))", (float(now), _ids_json(wanted)))
+                "WHERE rowid IN (SELECT value FROM json_each(?))", (float(now), ids_json(wanted)))
             if cur.rowcount != len(wanted):
                 raise InvalidInput("rowids", "unknown rowid(s)", sorted(wanted)[:5])
 
@@ -273,7 +138,7 @@ class Repository:
         new text needs new ``terms`` and drops the memory's vectors (it becomes pending); a change
         of agent, user, layer, time or lifecycle rewrites the vector metadata.
         """
-        unknown = sorted(set(fields) - set(_FIELDS) | ({"id"} & set(fields)))
+        unknown = sorted(set(fields) - set(FIELDS) | ({"id"} & set(fields)))
         if unknown:
             raise InvalidInput("fields", "unknown or read-only field", unknown[0])
         old = self.get([id])[0]
@@ -289,25 +154,25 @@ class Repository:
             rowid, owner, old_terms = conn.execute(
                 "SELECT rowid, owner, terms_json FROM memory_records WHERE id = ?", (id,)).fetchone()
             old_terms = json.loads(old_terms)
-            new_terms = _strs(terms, "terms") if terms is not None else old_terms
+            new_terms = clean_strings(terms, "terms") if terms is not None else old_terms
             new_owner = self._owners({(new.agent_id, new.user_id)}, create=True)[
                 new.agent_id, new.user_id]
-            if (_searchable(old), owner, old_terms) != (_searchable(new), new_owner, new_terms):
-                if _searchable(old):
+            if (searchable(old), owner, old_terms) != (searchable(new), new_owner, new_terms):
+                if searchable(old):
                     self._unindex([(rowid, owner, old_terms)])
-                if _searchable(new):
+                if searchable(new):
                     self._index([(rowid, new_owner, new_terms)])
-            conn.execute(_UPDATE, _row(new, new_owner, new_terms) + [rowid])
+            conn.execute(_UPDATE, to_row(new, new_owner, new_terms) + [rowid])
             if entities is not None:
                 conn.execute("DELETE FROM memory_entity_links WHERE rowid = ?", (rowid,))
-                self._link([(rowid, _strs(entities, "entities"))])
+                self._link([(rowid, clean_strings(entities, "entities"))])
             caches = [VectorCache.from_registry(conn, model_version=m)
                       for m in registered_tables(conn)]
             if text_changed:
                 conn.execute("DELETE FROM memory_embeddings WHERE rowid = ?", (rowid,))
                 for cache in caches:
                     cache.delete([rowid])
-            elif any(getattr(old, f) != getattr(new, f) for f in _VECTOR_META):
+            elif any(getattr(old, f) != getattr(new, f) for f in VECTOR_META_FIELDS):
                 for cache in caches:
                     cache.refresh_meta([rowid])
         return new
@@ -331,7 +196,7 @@ class Repository:
             for model in registered_tables(conn):
                 VectorCache.from_registry(conn, model_version=model).delete(rowids)
             conn.execute("DELETE FROM memory_records WHERE rowid IN (SELECT value FROM json_each(?))",
-                         (_ids_json(rowids),))
+                         (ids_json(rowids),))
         return len(rows)
 
     # -- embedding status ------------------------------------------------------------------------
@@ -359,7 +224,7 @@ class Repository:
                 "VALUES (?, ?, ?)", [(r, model_version, h) for r, h in zip(rowids, hashes)])
             self.conn.execute(
                 "UPDATE memory_records SET embedding_status = 'ready', embedding_model_version = ? "
-                "WHERE rowid IN (SELECT value FROM json_each(?))", (model_version, _ids_json(rowids)))
+                "WHERE rowid IN (SELECT value FROM json_each(?))", (model_version, ids_json(rowids)))
 
     def put_vectors(self, cache: VectorCache, rowids: Sequence[int], vectors: Any, *,
                     texts: Sequence[str] | None = None) -> int:
@@ -397,11 +262,11 @@ class Repository:
         missing = [i for i in ids if i not in rows]
         if missing:
             raise InvalidInput("ids", "unknown memory id", missing[0])
-        return [_record(rows[i]) for i in ids]
+        return [from_row(rows[i]) for i in ids]
 
     def get_rows(self, rowids: Sequence[int]) -> list[MemoryRecord]:
         """Records by rowid, in input order; an unknown rowid raises InvalidInput."""
-        return [_record(r) for r in self._by_rowid(_SELECT, rowids)]
+        return [from_row(r) for r in self._by_rowid(_SELECT, rowids)]
 
     def ids_to_rows(self, ids: Sequence[str]) -> list[int]:
         """Rowids of these ids, in input order; an unknown id raises InvalidInput."""
@@ -421,7 +286,7 @@ class Repository:
         """Rows of ``select`` (first column rowid) for these rowids, in input order."""
         rowids = [int(r) for r in rowids]
         found = {r[0]: r for r in self.conn.execute(
-            f"{select} WHERE rowid IN (SELECT value FROM json_each(?))", (_ids_json(rowids),))}
+            f"{select} WHERE rowid IN (SELECT value FROM json_each(?))", (ids_json(rowids),))}
         missing = [r for r in rowids if r not in found]
         if missing:
             raise InvalidInput("rowids", "unknown rowid", missing[0])
@@ -429,13 +294,20 @@ class Repository:
 
     # -- candidates ------------------------------------------------------------------------------
     def lexical_candidates(self, terms: Sequence[str], *, agent_id: str, user_id: str, limit: int,
-                           k1: float | None = None, b: float | None = None
+                           k1: float | None = None, b: float | None = None,
+                           common_df_fraction: float = 0.05
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Searchable memories of (agent, user) sharing terms with the query, top ``limit`` by BM25.
 
         Returns (rowids int64, match_counts int32 = distinct query terms present, bm25 float64),
         best first (ties by rowid). ``k1``/``b`` default to ``recall.bm25_k1``/``bm25_b``. Index
         lookups only: the term statistics by (owner, term), the postings by (owner, term).
+
+        Speed (the result is exact either way, MaxScore): query terms in more than
+        ``common_df_fraction`` of the owner's memories are not scanned at first; the memories
+        holding a rarer term are scored in full (common terms by point lookups), and when the
+        best any other memory could reach from common terms alone stays below the ``limit``-th
+        score, that is the answer; otherwise every posting is scanned.
         """
         k1 = self.config.recall.bm25_k1 if k1 is None else float(k1)
         b = self.config.recall.bm25_b if b is None else float(b)
@@ -453,8 +325,16 @@ class Repository:
             "(SELECT value FROM json_each(?))", (owner, json.dumps(q, ensure_ascii=False))).fetchall()
         if not dfs:
             return empty
-        pairs = [(t, math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))) for t, df in dfs]
         avgdl = total / n_docs
+        idf = {t: math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)) for t, df in dfs}
+        common = [t for t, df in dfs if df > common_df_fraction * n_docs]
+        rare = [t for t, df in dfs if df <= common_df_fraction * n_docs]
+        if common and rare:
+            got = self._lexical_maxscore(owner, rare, common, idf, k1=k1, b=b, avgdl=avgdl,
+                                         limit=int(limit))
+            if got is not None:
+                return got
+        pairs = list(idf.items())
         values = ", ".join("(?, ?)" for _ in pairs)
         rows = self.conn.execute(
             f"WITH q(term, idf) AS (VALUES {values}) "
@@ -467,6 +347,38 @@ class Repository:
             return empty
         rid, m, s = zip(*rows)
         return np.array(rid, np.int64), np.array(m, np.int32), np.array(s, np.float64)
+
+    def _lexical_maxscore(self, owner: int, rare: list[str], common: list[str],
+                          idf: dict[str, float], *, k1: float, b: float, avgdl: float, limit: int
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Exact top ``limit`` when no memory without a rare term can reach it, else None."""
+        values = ", ".join("(?, ?)" for _ in rare)
+        rows = self.conn.execute(
+            f"WITH q(term, idf) AS (VALUES {values}) SELECT t.rowid, count(*), sum(q.idf), max(t.dl)"
+            " FROM q CROSS JOIN memory_terms t ON t.owner = ? AND t.term = q.term GROUP BY t.rowid",
+            [x for t in rare for x in (t, idf[t])] + [owner]).fetchall()
+        if len(rows) < limit:
+            return None
+        rid = np.array([r[0] for r in rows], np.int64)
+        m = np.array([r[1] for r in rows], np.int32)
+        acc = np.array([r[2] for r in rows], np.float64)
+        dl = np.array([r[3] for r in rows], np.float64)
+        values = ", ".join("(?, ?)" for _ in common)
+        pos = {r: i for i, r in enumerate(rid.tolist())}
+        for r, n, add in self.conn.execute(
+                f"WITH q(term, idf) AS (VALUES {values}) SELECT c.value, count(*), sum(q.idf) "
+                "FROM json_each(?) c CROSS JOIN q CROSS JOIN memory_terms t "
+                "ON t.owner = ? AND t.term = q.term AND t.rowid = c.value GROUP BY c.value",
+                [x for t in common for x in (t, idf[t])] + [ids_json(rid), owner]):
+            m[pos[r]] += n
+            acc[pos[r]] += add
+        score = acc * (k1 + 1.0) / (1.0 + k1 * (1.0 - b + b * dl / avgdl))
+        order = np.lexsort((rid, -score))[:limit]
+        # a memory holding only common terms (length >= 1) scores at most:
+        bound = sum(idf[t] for t in common) * (k1 + 1.0) / (1.0 + k1 * (1.0 - b + b / avgdl))
+        if not bound < score[order[-1]]:
+            return None
+        return rid[order], m[order], score[order]
 
     def permanent_candidates(self, *, agent_id: str, user_id: str, limit: int) -> np.ndarray:
         """Rowids of active, non-deprecated permanent memories: most important, then newest."""
@@ -526,7 +438,7 @@ class Repository:
             "JOIN memory_entity_links l ON l.entity_id = e.id "
             "WHERE e.name IN (SELECT value FROM json_each(?)) "
             "AND l.rowid IN (SELECT value FROM json_each(?)) GROUP BY l.rowid",
-            (json.dumps(names, ensure_ascii=False), _ids_json(rowids))))
+            (json.dumps(names, ensure_ascii=False), ids_json(rowids))))
         for i, r in enumerate(rowids):
             out[i] = counts.get(r, 0)
         return out

@@ -287,16 +287,20 @@ class VectorCache:
         return out
 
     def rows(self) -> tuple[np.ndarray, np.ndarray, list[VectorMeta]]:
-        """Every row: (rowids int64, vectors float32 (n, dim), meta), by rowid."""
-        cur = self.conn.execute(
-            f"SELECT rowid, embedding, agent_id, user_id, retention_layer, cognitive_layer, "
-            f"event_time, active FROM {self.table} ORDER BY rowid")
-        rows = cur.fetchall()
-        mats = np.empty((len(rows), self.dim), np.float32)
-        for i, r in enumerate(rows):
-            mats[i] = self.decode(r[1])
-        meta = [VectorMeta(r[2], r[3], r[4], r[5], int(r[6]), bool(r[7])) for r in rows]
-        return np.array([r[0] for r in rows], np.int64), mats, meta
+        """Every row: (rowids int64, vectors float32 (n, dim), meta), by rowid.
+
+        The vectors come from the table; the filter columns from ``memory_records`` (kept equal
+        to the table's by every write, and several times faster to read than vec0's columns).
+        """
+        rows = self.conn.execute(f"SELECT rowid, embedding FROM {self.table}").fetchall()
+        rows.sort(key=lambda r: r[0])
+        rowids = np.array([r[0] for r in rows], np.int64)
+        raw = b"".join(r[1] for r in rows)
+        if self.dtype == "int8":
+            mat = np.frombuffer(raw, np.int8).astype(np.float32) * (self.int8_scale / 127.0)
+        else:
+            mat = np.frombuffer(raw, np.float32).copy()
+        return rowids, mat.reshape(len(rows), self.dim), load_meta(self.conn, rowids.tolist())
 
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
                layers: Sequence[str] | None = None, since: float | None = None,

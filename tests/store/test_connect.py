@@ -71,7 +71,7 @@ def test_quick_check_catches_a_damaged_page(tmp_path):
         data[start + 8:start + 200] = b"\xff" * 192
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptStore, match="quick_check|sqlite_master|malformed"):
-        open_store(path)
+        open_store(path, quick_check=True)
     assert path.read_bytes() == bytes(data)
 
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from memlab.store import VectorCache, open_store, transaction
@@ -68,7 +67,7 @@ def test_process_killed_mid_write_leaves_no_half_memory(tmp_path):
         if child.poll() is None:
             child.kill()
     assert child.returncode == -signal.SIGKILL
-    conn, repo = open_store(path)        # quick_check runs on open
+    conn, repo = open_store(path, quick_check=True)
     assert repo.count() == 1 and [r.id for r in repo.get(["committed"])] == ["committed"]
     assert conn.execute("SELECT count(*) FROM memory_terms").fetchone()[0] == 4
     assert conn.execute("SELECT count(*) FROM memory_entity_links").fetchone()[0] == 0

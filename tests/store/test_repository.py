@@ -324,3 +324,24 @@ def test_layer_chars_reinforce_ids_entity_rows(store):
     assert [r.access_count for r in repo.get(["a", "b", "d"])] == [1, 0, 1]
     assert repo.entity_rows(["caroline"], agent_id="agent_0", user_id="user_0", limit=5
                             ).tolist() == [rows[3]]
+
+
+def test_lexical_maxscore_path_equals_full_scan(store):
+    _, repo = store
+    rng = np.random.default_rng(7)
+    vocab = [f"t{i}" for i in range(60)]
+    weights = 1.0 / np.arange(1, 61) ** 1.1
+    weights /= weights.sum()
+    docs = [sorted(set(rng.choice(vocab, size=rng.integers(1, 12), p=weights))) for _ in range(400)]
+    repo.add([rec(f"d{i}", " ".join(d)) for i, d in enumerate(docs)], terms=docs,
+             entities=[[]] * len(docs))
+    for qi in range(30):
+        q = list(rng.choice(vocab, size=rng.integers(1, 7), replace=False))
+        for limit in (1, 5, 40):
+            fast = repo.lexical_candidates(q, agent_id="agent_0", user_id="user_0", limit=limit,
+                                           common_df_fraction=0.05)
+            full = repo.lexical_candidates(q, agent_id="agent_0", user_id="user_0", limit=limit,
+                                           common_df_fraction=1.0)
+            assert fast[0].tolist() == full[0].tolist()
+            assert fast[1].tolist() == full[1].tolist()
+            np.testing.assert_allclose(fast[2], full[2], rtol=1e-12)
