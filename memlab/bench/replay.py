@@ -10,9 +10,11 @@ Embeddings come in batches through a persistent embedding cache, so a second run
 
 from __future__ import annotations
 
+import string
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -28,14 +30,35 @@ from memlab.recall.features import Features, empty_table
 from memlab.write.importance import choose_layer, score_importance
 
 
+RENDER_FIELDS = ("speaker", "text", "date", "session_id")
+
+
+@lru_cache(maxsize=64)
+def check_template(template: str) -> str:
+    """``template`` if it is a str.format template using only {speaker}, {text}, {date} and
+    {session_id} (no positional fields, no attribute or index access); else ConfigError."""
+    use = "use {speaker}, {text}, {date} or {session_id}"
+    try:
+        names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:  # '{text', '}{'
+        raise ConfigError("bench.render_template", f"not a valid str.format template ({exc}); "
+                          + use, template) from exc
+    bad = [n for n in names if n not in RENDER_FIELDS]
+    if bad:
+        raise ConfigError("bench.render_template", f"unknown placeholder {{{bad[0]}}}; " + use,
+                          template)
+    return template
+
+
 def render_item(item: Item, template: str) -> str:
     """An item as indexed: ``template`` with {speaker}, {text}, {date}, {session_id}."""
+    check_template(template)
     try:
         return template.format(speaker=item.speaker or "user", text=item.text,
                                date=item.timestamp.date().isoformat(), session_id=item.session_id)
-    except (KeyError, IndexError) as exc:
-        raise ConfigError("bench.render_template", "unknown placeholder; use {speaker}, {text}, "
-                          "{date} or {session_id}", template) from exc
+    except (KeyError, IndexError, ValueError) as exc:  # '{text!z}', '{date:%Y}', '{text:{x}}'
+        raise ConfigError("bench.render_template", f"not a valid str.format template ({exc}); "
+                          "use {speaker}, {text}, {date} or {session_id}", template) from exc
 
 
 def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
@@ -84,8 +107,9 @@ class Replayed:
 
 
 def embed_all(texts: Sequence[str], *, embedder: Embedder, cache, query: bool,
-              batch_size: int, desc: str) -> np.ndarray:
-    """Vectors of ``texts`` (unique texts embedded once), through the embedding cache."""
+              batch_size: int, desc: str, progress: bool = True) -> np.ndarray:
+    """Vectors of ``texts`` (unique texts embedded once), through the embedding cache.
+    ``progress``: a progress bar when more than one batch is embedded."""
     uniq = list(dict.fromkeys(texts))
     key = embedder.version + ("|query" if query else "|doc")
     found = cache.get_many(key, uniq)
@@ -93,7 +117,7 @@ def embed_all(texts: Sequence[str], *, embedder: Embedder, cache, query: bool,
     if missing:
         fn = embedder.embed_queries if query else embedder.embed_documents
         for start in tqdm(range(0, len(missing), batch_size), desc=desc, unit="batch",
-                          leave=False, disable=len(missing) < batch_size):
+                          leave=False, disable=not progress or len(missing) < batch_size):
             idx = missing[start:start + batch_size]
             vecs = fn([uniq[i] for i in idx])
             cache.put_many(key, [uniq[i] for i in idx], vecs)
@@ -123,9 +147,11 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
     if embedder is not None:
         doc_vecs = embed_all([t for c in ds.conversations() for t in rendered[c]],
                              embedder=embedder, cache=cache, query=False,
-                             batch_size=cfg.embedding.batch_size, desc="embed items")
+                             batch_size=cfg.embedding.batch_size, desc="embed items",
+                             progress=progress)
         q_vecs = embed_all([q.text for q in all_questions], embedder=embedder, cache=cache,
-                           query=True, batch_size=cfg.embedding.batch_size, desc="embed questions")
+                           query=True, batch_size=cfg.embedding.batch_size, desc="embed questions",
+                           progress=progress)
     timings["embed"] = time.perf_counter() - t0
 
     tables, terms, texts, ids = [], {}, {}, {}
