@@ -105,11 +105,12 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path = ":memory:", *, config: MemlabConfig | None = None,
-             embedder: _Embedder | None = None, quick_check: bool = False) -> "Store":
+             embedder: _Embedder | None = None, quick_check: bool | None = None) -> "Store":
         """Connect, migrate and open (``config.store`` pragmas and vector layout)."""
         cfg = config if config is not None else MemlabConfig()
         conn = connect(path, busy_timeout_ms=cfg.store.busy_timeout_ms,
-                       journal_mode=cfg.store.journal_mode, quick_check=quick_check)
+                       journal_mode=cfg.store.journal_mode,
+                       quick_check=cfg.store.quick_check if quick_check is None else quick_check)
         try:
             migrate(conn)
             return cls(conn, path=str(path), config=cfg, embedder=embedder)
