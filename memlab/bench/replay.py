@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from memlab.bench.datasets.canonical import Dataset, Item, Question
 from memlab.clock import ReplayClock

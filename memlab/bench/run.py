@@ -169,6 +169,12 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     ds = registry.load(dataset, path=path, **dict(dataset_options or {}))
     if limit is not None:
         ds = ds.subset(limit_questions=limit)
+    no_gold = sum(1 for q in ds.questions if not q.evidence)
+    if no_gold:  # abstention questions: nothing to recall, so no recall metric; dropped, counted
+        ds = Dataset(card=ds.card, items=ds.items,
+                     questions=tuple(q for q in ds.questions if q.evidence), report=ds.report)
+    if not ds.questions:
+        raise ConfigError("dataset", "no question with gold evidence to evaluate", dataset)
     timings["load"] = time.perf_counter() - t0
     versions = {p.embedding.model_dump_json() for _, p in presets}
     if len(versions) > 1:
@@ -215,6 +221,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                                         {"score": t_score}))
     finally:
         cache.close()
+    counts["questions_without_evidence_dropped"] = no_gold
     timings["total"] = time.perf_counter() - t0
     timings["peak_rss_mb"] = _peak_rss_mb()
     return BenchOutcome(ds, results, timings, counts,

@@ -128,7 +128,8 @@ def test_to_json_keys_timings_and_counts(tiny_bench_folder, hashing_cfg, tiny_be
         assert timings[key] >= 0
     assert timings["peak_rss_mb"] > 1                   # megabytes, not bytes or gigabytes
     assert report["counts"] == {"items_written": 5, "items": 6, "questions": 4,
-                                "conversations": 2, "candidates": report["counts"]["candidates"]}
+                                "conversations": 2, "candidates": report["counts"]["candidates"],
+                                "questions_without_evidence_dropped": 0}
 
     table = format_table(out)
     for name in ("cos", "rrf", "tiny-bench"):
@@ -274,3 +275,19 @@ def test_track_outcome_one_preset_logs_one_run_without_parent(tiny_bench_folder,
     assert "mlflow.parentRunId" not in run.data.tags
     assert run.data.metrics["time_load"] >= 0                 # timings go to the only run
     assert run.data.metrics["recall_at_1/music"] == 1.0
+
+
+def test_questions_without_gold_are_dropped_and_counted(tiny_bench, hashing_cfg, tmp_path):
+    """Abstention questions (no evidence) have nothing to recall: dropped before replay, counted."""
+    from memlab.bench.datasets.canonical import Dataset, write_dataset
+
+    q0 = tiny_bench.questions[0]
+    abstain = type(q0)(conversation_id=q0.conversation_id, query_id="abstain", text="nothing",
+                       asked_at=q0.asked_at, category="abstention", evidence=(), meta={})
+    ds = Dataset(card=tiny_bench.card, items=tiny_bench.items,
+                 questions=tiny_bench.questions + (abstain,))
+    write_dataset(ds, tmp_path / "abstain")
+    out = run_bench(dataset=str(tmp_path / "abstain"), presets=[("cosine", hashing_cfg)],
+                    progress=False)
+    assert out.counts["questions_without_evidence_dropped"] == 1
+    assert out.counts["questions"] == len(tiny_bench.questions)
