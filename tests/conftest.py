@@ -20,6 +20,13 @@ from memlab.bench.datasets.canonical import Card, Dataset, Item, Question, write
 from memlab.config import MemlabConfig
 from memlab.embed import HashingEmbedder
 
+from hypothesis import HealthCheck, settings
+
+# CI runs on 2 shared cores: no per-example deadline (a slow example is not a wrong one)
+settings.register_profile("memlab", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("memlab")
+
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
