@@ -324,6 +324,10 @@ class TemporalConfig(_Section):
         ("第一次", "最早", "首次", "头一回", "第一回", "first time", "the first", "earliest",
          "first"),
         "Cues of 'first' questions, answered oldest first (§11.2).", spec="reverie §11.2")
+    time_windows: bool = _f(
+        True, "Honour explicit look-back windows in questions ('最近三个月', 'in the last 2 weeks'): "
+        "candidates (permanent ones excepted) must fall inside; dense search takes the "
+        "partition fast path when store.partition_by_quarter.", stage="candidates")
     first_boost: float = _f(
         0.0, "Score bonus of the oldest relevant candidates for 'first' questions, scaled by "
         "age rank. The spec only reorders (oldest_first); memlab's choice 0.", ge=0.0, le=1.0)

@@ -119,3 +119,56 @@ def temporal_intent(query: str, *, recent: Sequence[str], historical: Sequence[s
         is_recent = is_hist = False
     return TemporalIntent(recent=is_recent, historical=is_hist, when=_has_cue(lowered, when),
                           first=is_first)
+
+
+# -- explicit time windows ("最近三个月", "in the last 2 weeks") ------------------------------------
+_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
+              "八": 8, "九": 9}
+_EN_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+               "seven": 7, "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "few": 3, "couple": 2}
+# calendar facts, not tunables
+_UNIT_DAYS = {"天": 1.0, "日": 1.0, "周": 7.0, "星期": 7.0, "礼拜": 7.0, "月": 30.44, "年": 365.25,
+              "day": 1.0, "week": 7.0, "month": 30.44, "year": 365.25}
+_ZH_WINDOW = re.compile(r"(?:最近|过去|近|这)([0-9]+|[零一二两三四五六七八九十半]+)个?(天|日|周|星期|礼拜|月|年)")
+_EN_WINDOW = re.compile(r"\b(?:last|past|previous)\s+(?:(\d+|a|an|one|two|three|four|five|six|"
+                        r"seven|eight|nine|ten|twelve|few|couple)\s+(?:of\s+)?)?(day|week|month|year)s?\b")
+_EN_THIS = re.compile(r"\bthis\s+(week|month|year)\b")
+
+
+def _zh_number(text: str) -> float | None:
+    if text.isdigit():
+        return float(text)
+    if text == "半":
+        return 0.5
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        t = _ZH_DIGITS.get(tens, None) if tens else 1
+        o = _ZH_DIGITS.get(ones, None) if ones else 0
+        return None if t is None or o is None else float(10 * t + o)
+    if len(text) == 1 and text in _ZH_DIGITS:
+        return float(_ZH_DIGITS[text])
+    return None
+
+
+def time_window_days(query: str) -> float | None:
+    """The explicit look-back window a question names, in days, or None.
+
+    "最近三个月" -> 91.3, "过去两周" -> 14, "近十天" -> 10, "in the last 2 weeks" -> 14,
+    "past month" -> 30.44, "this year" -> 365.25. Bare "最近"/"lately" carry no window (that is
+    the recent *intent*, §11.2).
+    """
+    m = _ZH_WINDOW.search(query)
+    if m:
+        n = _zh_number(m.group(1))
+        if n:
+            return n * _UNIT_DAYS[m.group(2)]
+    lowered = query.lower()
+    m = _EN_WINDOW.search(lowered)
+    if m:
+        word = m.group(1)
+        n = 1.0 if word is None else (float(word) if word.isdigit() else float(_EN_NUMBERS[word]))
+        return n * _UNIT_DAYS[m.group(2)] if n else None
+    m = _EN_THIS.search(lowered)
+    if m:
+        return _UNIT_DAYS[m.group(1)]
+    return None

@@ -248,3 +248,22 @@ def test_recall_rejects_bad_arguments(hstore):
         hstore.recall("  ")
     with pytest.raises(InvalidInput, match="k"):
         hstore.recall("x", k=0)
+
+
+def test_explicit_time_window_bounds_candidates():
+    """'最近三个月' keeps only memories of the last ~91 days (and permanent ones)."""
+    clock = FixedClock(T0)
+    with memlab.open_store(":memory:", config=HCFG, clock=clock) as st:
+        st.add("去了杭州旅行", importance=0.9, timestamp=T0 - 200 * DAY)
+        st.add("去了成都旅行", importance=0.5, layer="long_term", timestamp=T0 - 30 * DAY)
+        st.add("家乡是杭州", layer="permanent", timestamp=T0 - 400 * DAY)
+        bounded = st.recall("最近三个月去了哪里旅行？", k=5)
+        assert "去了成都旅行" in bounded.texts and "去了杭州旅行" not in bounded.texts
+        unbounded = st.recall("去了哪里旅行？", k=5)
+        assert "去了杭州旅行" in unbounded.texts
+        off = MemlabConfig().replace(**{"embedding.backend": "hashing",
+                                        "recall.relevance_floor": 0.0,
+                                        "temporal.time_windows": False})
+    with memlab.open_store(":memory:", config=off, clock=clock) as st:
+        st.add("去了杭州旅行", importance=0.9, timestamp=T0 - 200 * DAY)
+        assert "去了杭州旅行" in st.recall("最近三个月去了哪里旅行？", k=5).texts

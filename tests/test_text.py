@@ -65,3 +65,15 @@ def test_temporal_intent():
     # 'now' inside a word is not a cue
     assert _intent("Do you know my snowboard?").kind == "none"
     assert TemporalIntent.from_code(_intent("我第一次去北京是什么时候？").code).first
+
+
+def test_time_windows():
+    from memlab.text import time_window_days as w
+
+    assert w("最近三个月我去过哪里？") == 3 * 30.44
+    assert w("过去两周吃了什么") == 14.0
+    assert w("近十天") == 10.0 and w("最近十二个月") == 12 * 30.44 and w("最近半年") == 0.5 * 365.25
+    assert w("What did I read in the last 2 weeks?") == 14.0
+    assert w("over the past few weeks") == 21.0 and w("this year") == 365.25
+    # the recent *intent* carries no window
+    assert w("最近怎么样") is None and w("lately") is None and w("the last time we met") is None

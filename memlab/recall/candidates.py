@@ -14,8 +14,8 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from memlab.config import MemlabConfig, RecallConfig
-from memlab.recall.features import Features, empty_table, make_table
-from memlab.text import extract_entities, memory_terms, temporal_intent
+from memlab.recall.features import LAYER_CODES, Features, empty_table, make_table
+from memlab.text import extract_entities, memory_terms, temporal_intent, time_window_days
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -59,6 +59,9 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         qterms = memory_terms(query, term_cap=rc.term_cap, text_cap=rc.text_cap)
         intent = temporal_intent(query, recent=tc.recent_cues, historical=tc.historical_cues,
                                  when=tc.when_cues, first=tc.first_cues) if tc.enabled else None
+        window = time_window_days(query) if tc.enabled and tc.time_windows else None
+        since = now - window * SECONDS_PER_DAY if window else None
+        bounds = {"since": since, "until": now + 1.0} if since is not None else {}
         rows: dict[int, None] = {}
         dense_rank: dict[int, int] = {}
         lex_rank: dict[int, int] = {}
@@ -69,7 +72,8 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
                 rows[int(r)] = None
         qv = query_vectors[qi] if query_vectors is not None else None
         if rc.use_dense and qv is not None and dense is not None and n_dense > 0:
-            d_rows, _ = dense.search(qv, n_dense, agent_id=scope.agent_id, user_id=scope.user_id)
+            d_rows, _ = dense.search(qv, n_dense, agent_id=scope.agent_id, user_id=scope.user_id,
+                                     **bounds)
             for rank, r in enumerate(d_rows, 1):
                 rows[int(r)] = None
                 dense_rank[int(r)] = rank
@@ -90,6 +94,15 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
             continue
         rowids = np.fromiter(rows, dtype=np.int64, count=len(rows))
         cols = repo.feature_columns(rowids)
+        if since is not None:  # the window binds every route but the permanent one
+            ev_all = np.where(np.isnan(cols["event_time"]), cols["timestamp"], cols["event_time"])
+            keep = (cols["layer"] == LAYER_CODES["permanent"]) | (ev_all >= since)
+            if not keep.all():
+                rowids = rowids[keep]
+                cols = {c: (v[keep] if isinstance(v, np.ndarray) else [x for x, m in zip(v, keep) if m])
+                        for c, v in cols.items()}
+            if not len(rowids):
+                continue
         cosine = np.full(len(rowids), np.nan, dtype=np.float32)
         if qv is not None and dense is not None:
             have, vecs = dense.vectors(rowids)
