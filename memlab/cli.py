@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from memlab.config import MemlabConfig, describe, load_config
+from memlab.config import MemlabConfig, describe, load_config, parse_assignments
 from memlab.errors import MemlabError
 
 app = typer.Typer(help="memlab: long-term memory for conversational agents, measured.",
@@ -24,18 +24,8 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(2)
 
 
-def _parse_sets(sets: list[str] | None) -> dict[str, str]:
-    out = {}
-    for s in sets or []:
-        key, eq, value = s.partition("=")
-        if not eq:
-            raise MemlabError(f"--set expects key=value (got {s!r})")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def _config(config: Optional[Path], sets: list[str] | None) -> MemlabConfig:
-    return load_config(config, overrides=_parse_sets(sets))
+    return load_config(config, overrides=parse_assignments(sets))
 
 
 @config_app.command("show")

@@ -640,6 +640,18 @@ def describe() -> list[dict[str, Any]]:
     return [describe_field(f"{s}.{n}") for s, cls in _sections().items() for n in cls.model_fields]
 
 
+def parse_assignments(pairs: list[str] | None, *, what: str = "--set") -> dict[str, str]:
+    """``["a.b=1", "c=x"]`` -> ``{"a.b": "1", "c": "x"}`` (values stay strings: ``replace``
+    parses them as YAML scalars). A pair without ``=`` raises ConfigError naming ``what``."""
+    out: dict[str, str] = {}
+    for s in pairs or []:
+        key, eq, value = s.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(what, "expects key=value", s)
+        out[key.strip()] = value.strip()
+    return out
+
+
 def load_config(path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None
                 ) -> MemlabConfig:
     """The default config, or a YAML file's, with dotted overrides applied."""

@@ -10,26 +10,16 @@ from typing import List, Optional
 import typer
 
 from memlab.bench.run import BenchOutcome, format_table, resolve_preset, run_bench
-from memlab.config import MemlabConfig, load_config
+from memlab.config import load_config, parse_assignments
 from memlab.errors import MemlabError
 
 DEFAULT_COMPARE = "reverie,cosine,bm25,generative_agents,hybrid_rrf"
 
 
-def _kv(pairs: list[str] | None, what: str) -> dict[str, str]:
-    out = {}
-    for s in pairs or []:
-        key, eq, value = s.partition("=")
-        if not eq:
-            raise MemlabError(f"{what} expects key=value (got {s!r})")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def _dataset_options(pairs: list[str] | None) -> dict:
     import yaml
 
-    return {k: yaml.safe_load(v) for k, v in _kv(pairs, "--option").items()}
+    return {k: yaml.safe_load(v) for k, v in parse_assignments(pairs, what="--option").items()}
 
 
 def bench(
@@ -54,7 +44,7 @@ def bench(
 ) -> None:
     """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category."""
     try:
-        overrides = _kv(set_, "--set")
+        overrides = parse_assignments(set_)
         if compare:
             presets = []
             for name in [c.strip() for c in compare.split(",") if c.strip()]:
