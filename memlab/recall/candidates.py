@@ -44,99 +44,138 @@ class Scope:
     user_id: str
 
 
+@dataclass
+class _Routes:
+    """What the routes found for one query (rows in first-found order)."""
+
+    rows: list[int]
+    dense_rank: dict[int, int]
+    lex_rank: dict[int, int]
+    bm25: dict[int, float]
+    entity: dict[int, int]
+    terms: frozenset[str]
+    intent: int
+    since: float | None
+
+
+def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None, scope: Scope,
+            now: float, pools: tuple[int, int, int], cfg: MemlabConfig) -> _Routes:
+    """Every route's candidates for one query (§8 ①-③ and the §11.1 entity route)."""
+    rc, tc = cfg.recall, cfg.temporal
+    n_perm, n_dense, n_lex = pools
+    qterms = memory_terms(query, term_cap=rc.term_cap, text_cap=rc.text_cap)
+    intent = temporal_intent(query, recent=tc.recent_cues, historical=tc.historical_cues,
+                             when=tc.when_cues, first=tc.first_cues).code if tc.enabled else 0
+    window = time_window_days(query) if tc.enabled and tc.time_windows else None
+    since = now - window * SECONDS_PER_DAY if window else None
+    bounds = {"since": since, "until": now + 1.0} if since is not None else {}
+    who = {"agent_id": scope.agent_id, "user_id": scope.user_id}
+    rows: dict[int, None] = {}
+    dense_rank: dict[int, int] = {}
+    lex_rank: dict[int, int] = {}
+    bm25: dict[int, float] = {}
+    entity: dict[int, int] = {}
+    if rc.use_permanent and n_perm > 0:
+        rows.update((int(r), None) for r in repo.permanent_candidates(**who, limit=n_perm))
+    if rc.use_dense and qv is not None and dense is not None and n_dense > 0:
+        d_rows, _ = dense.search(qv, n_dense, **who, **bounds)
+        for rank, r in enumerate(d_rows, 1):
+            rows[int(r)] = None
+            dense_rank[int(r)] = rank
+    if rc.use_lexical and qterms and n_lex > 0:
+        l_rows, _, l_bm25 = repo.lexical_candidates(qterms, **who, limit=n_lex)
+        for rank, (r, sc) in enumerate(zip(l_rows, l_bm25), 1):
+            rows[int(r)] = None
+            lex_rank[int(r)] = rank
+            bm25[int(r)] = float(sc)
+    entities = extract_entities(query, min_chars=cfg.entity.min_chars) if cfg.entity.enabled \
+        else []
+    if entities:
+        e_rows, e_counts = repo.entity_candidates(entities, **who, limit=n_lex)
+        for r in e_rows:
+            rows[int(r)] = None
+        if len(e_rows) < n_lex:  # every linked memory is here: the counts are complete
+            entity = {int(r): int(c) for r, c in zip(e_rows, e_counts)}
+        else:
+            rr = list(rows)
+            entity = dict(zip(rr, (int(c) for c in repo.entity_matches(entities, rr))))
+    return _Routes(list(rows), dense_rank, lex_rank, bm25, entity, frozenset(qterms), intent,
+                   since)
+
+
 def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, repo,
                    dense: DenseIndex | None, scope: Scope, now: float, k: int,
                    cfg: MemlabConfig) -> Features:
     """The raw-signal table for a batch of queries asked at ``now`` by ``scope``.
 
-    ``query_vectors`` is None when the embedder is unavailable: the dense route is skipped and
-    cosine is NaN (a documented degradation; the caller logs and counts it).
+    Routes run per query; the stored signals of the union of their candidates are fetched once
+    for the batch. ``query_vectors`` is None when the embedder is unavailable: the dense route is
+    skipped and cosine is NaN (a documented degradation; the caller logs and counts it).
     """
-    rc, tc = cfg.recall, cfg.temporal
-    n_perm, n_dense, n_lex = pool_sizes(k, rc)
-    parts, terms_by_row, texts_by_row, ids_by_row = [], {}, {}, {}
-    for qi, query in enumerate(queries):
-        qterms = memory_terms(query, term_cap=rc.term_cap, text_cap=rc.text_cap)
-        intent = temporal_intent(query, recent=tc.recent_cues, historical=tc.historical_cues,
-                                 when=tc.when_cues, first=tc.first_cues) if tc.enabled else None
-        window = time_window_days(query) if tc.enabled and tc.time_windows else None
-        since = now - window * SECONDS_PER_DAY if window else None
-        bounds = {"since": since, "until": now + 1.0} if since is not None else {}
-        rows: dict[int, None] = {}
-        dense_rank: dict[int, int] = {}
-        lex_rank: dict[int, int] = {}
-        bm25: dict[int, float] = {}
-        if rc.use_permanent and n_perm > 0:
-            for r in repo.permanent_candidates(agent_id=scope.agent_id, user_id=scope.user_id,
-                                               limit=n_perm):
-                rows[int(r)] = None
-        qv = query_vectors[qi] if query_vectors is not None else None
-        if rc.use_dense and qv is not None and dense is not None and n_dense > 0:
-            d_rows, _ = dense.search(qv, n_dense, agent_id=scope.agent_id, user_id=scope.user_id,
-                                     **bounds)
-            for rank, r in enumerate(d_rows, 1):
-                rows[int(r)] = None
-                dense_rank[int(r)] = rank
-        if rc.use_lexical and qterms and n_lex > 0:
-            l_rows, _, l_bm25 = repo.lexical_candidates(qterms, agent_id=scope.agent_id,
-                                                        user_id=scope.user_id, limit=n_lex)
-            for rank, (r, s) in enumerate(zip(l_rows, l_bm25), 1):
-                rows[int(r)] = None
-                lex_rank[int(r)] = rank
-                bm25[int(r)] = float(s)
-        entities = extract_entities(query, min_chars=cfg.entity.min_chars) \
-            if cfg.entity.enabled else []
-        if entities:
-            for r in repo.entity_rows(entities, agent_id=scope.agent_id, user_id=scope.user_id,
-                                      limit=n_lex):
-                rows[int(r)] = None
-        if not rows:
+    pools = pool_sizes(k, cfg.recall)
+    found = [_routes(q, None if query_vectors is None else query_vectors[qi], repo=repo,
+                     dense=dense, scope=scope, now=now, pools=pools, cfg=cfg)
+             for qi, q in enumerate(queries)]
+    union = list(dict.fromkeys(r for f in found for r in f.rows))
+    if not union:
+        return Features(table=empty_table(), query_texts=tuple(queries))
+    all_rows = np.array(union, dtype=np.int64)
+    cols = repo.feature_columns(all_rows)
+    pos_of = {r: i for i, r in enumerate(union)}
+    mterms = [frozenset(t) for t in cols["terms"]]
+    ts = cols["timestamp"]
+    last = np.where(np.isnan(cols["last_accessed"]), ts, cols["last_accessed"])
+    ev = np.where(np.isnan(cols["event_time"]), ts, cols["event_time"])
+    permanent = cols["layer"] == LAYER_CODES["permanent"]
+    vec_pos = np.full(len(union), -1, dtype=np.int64)
+    vecs = np.zeros((0, 0), dtype=np.float32)
+    if query_vectors is not None and dense is not None:
+        have, vecs = dense.vectors(union)
+        vec_pos[have] = np.arange(len(have))
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in (
+        "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
+        "intent")}
+    for qi, f in enumerate(found):
+        idx = np.fromiter((pos_of[r] for r in f.rows), dtype=np.int64, count=len(f.rows))
+        if f.since is not None:  # an explicit window binds every route but the permanent one
+            idx = idx[permanent[idx] | (ev[idx] >= f.since)]
+        if not len(idx):
             continue
-        rowids = np.fromiter(rows, dtype=np.int64, count=len(rows))
-        cols = repo.feature_columns(rowids)
-        if since is not None:  # the window binds every route but the permanent one
-            ev_all = np.where(np.isnan(cols["event_time"]), cols["timestamp"], cols["event_time"])
-            keep = (cols["layer"] == LAYER_CODES["permanent"]) | (ev_all >= since)
-            if not keep.all():
-                rowids = rowids[keep]
-                cols = {c: (v[keep] if isinstance(v, np.ndarray) else [x for x, m in zip(v, keep) if m])
-                        for c, v in cols.items()}
-            if not len(rowids):
-                continue
-        cosine = np.full(len(rowids), np.nan, dtype=np.float32)
-        if qv is not None and dense is not None:
-            have, vecs = dense.vectors(rowids)
-            if len(vecs):
-                cosine[have] = vecs @ np.asarray(qv, dtype=np.float32)
-        qset = frozenset(qterms)
-        mterms = [frozenset(t) for t in cols["terms"]]
-        lexical = np.array([len(qset & m) / len(qset) if qset else 0.0 for m in mterms],
-                           dtype=np.float32)
-        ts = cols["timestamp"]
-        last = np.where(np.isnan(cols["last_accessed"]), ts, cols["last_accessed"])
-        ev = np.where(np.isnan(cols["event_time"]), ts, cols["event_time"])
-        ent = repo.entity_matches(entities, rowids) if entities else np.zeros(len(rowids))
-        parts.append(make_table(
-            qid=np.full(len(rowids), qi), row=rowids, cosine=cosine, lexical=lexical,
-            bm25=[bm25.get(int(r), 0.0) for r in rowids],
-            dense_rank=[dense_rank.get(int(r), 0) for r in rowids],
-            lexical_rank=[lex_rank.get(int(r), 0) for r in rowids],
-            importance=cols["importance"], access_count=cols["access_count"],
-            mention_count=cols["mention_count"],
-            age_days=np.maximum(0.0, (now - ts) / SECONDS_PER_DAY),
-            since_access_days=np.maximum(0.0, (now - last) / SECONDS_PER_DAY),
-            event_age_days=(now - ev) / SECONDS_PER_DAY, event_time=ev,
-            emotion_max=cols["emotion_max"], layer=cols["layer"], cognitive=cols["cognitive"],
-            pinned=cols["pinned"], entity_matches=ent,
-            intent=np.full(len(rowids), intent.code if intent else 0),
-            text_len=cols["text_len"],
-        ))
-        for r, t, tx, i in zip(rowids, mterms, cols["texts"], cols["ids"]):
-            terms_by_row[int(r)] = t
-            texts_by_row[int(r)] = tx
-            ids_by_row[int(r)] = i
-    import pandas as pd
-
-    table = pd.concat(parts, ignore_index=True) if parts else empty_table()
-    return Features(table=table, terms=terms_by_row, texts=texts_by_row, ids=ids_by_row,
+        cosine = np.full(len(idx), np.nan, dtype=np.float32)
+        vp = vec_pos[idx]
+        if len(vecs) and (vp >= 0).any():
+            cosine[vp >= 0] = vecs[vp[vp >= 0]] @ np.asarray(query_vectors[qi], dtype=np.float32)
+        q = f.terms
+        rows_q = [union[i] for i in idx]
+        parts["qid"].append(np.full(len(idx), qi))
+        parts["idx"].append(idx)
+        parts["cosine"].append(cosine)
+        parts["lexical"].append(np.array([len(q & mterms[i]) / len(q) if q else 0.0
+                                          for i in idx], dtype=np.float32))
+        parts["bm25"].append(np.array([f.bm25.get(r, 0.0) for r in rows_q]))
+        parts["dense_rank"].append(np.array([f.dense_rank.get(r, 0) for r in rows_q]))
+        parts["lexical_rank"].append(np.array([f.lex_rank.get(r, 0) for r in rows_q]))
+        parts["entity"].append(np.array([f.entity.get(r, 0) for r in rows_q]))
+        parts["intent"].append(np.full(len(idx), f.intent))
+    if not parts["idx"]:
+        return Features(table=empty_table(), query_texts=tuple(queries))
+    cat = {c: np.concatenate(v) for c, v in parts.items()}
+    i = cat["idx"]
+    table = make_table(
+        qid=cat["qid"], row=all_rows[i], cosine=cat["cosine"], lexical=cat["lexical"],
+        bm25=cat["bm25"], dense_rank=cat["dense_rank"], lexical_rank=cat["lexical_rank"],
+        importance=cols["importance"][i], access_count=cols["access_count"][i],
+        mention_count=cols["mention_count"][i],
+        age_days=np.maximum(0.0, (now - ts[i]) / SECONDS_PER_DAY),
+        since_access_days=np.maximum(0.0, (now - last[i]) / SECONDS_PER_DAY),
+        event_age_days=(now - ev[i]) / SECONDS_PER_DAY, event_time=ev[i],
+        emotion_max=cols["emotion_max"][i], layer=cols["layer"][i],
+        cognitive=cols["cognitive"][i], pinned=cols["pinned"][i],
+        entity_matches=cat["entity"], intent=cat["intent"], text_len=cols["text_len"][i],
+    )
+    used = np.unique(i)
+    return Features(table=table,
+                    terms={union[j]: mterms[j] for j in used},
+                    texts={union[j]: cols["texts"][j] for j in used},
+                    ids={union[j]: cols["ids"][j] for j in used},
                     query_texts=tuple(queries))
