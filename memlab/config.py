@@ -116,6 +116,10 @@ class RecallConfig(_Section):
                        stage="ingest", ge=1, le=10_000, spec="reverie §6.2")
     text_cap: int = _f(8192, "memory_terms reads at most this many characters.",
                        stage="ingest", ge=1, le=1_000_000, spec="reverie §6.2")
+    query_term_cap: int = _f(
+        80, "Terms kept from a query (memory_terms' cap applied to the question, as §8 does). "
+        "Long queries (a whole dialogue, MADial-Bench) lose most of their terms at 80.",
+        stage="candidates", ge=1, le=100_000, spec="reverie §6.2")
     max_text_chars: int = _f(65_536, "A memory longer than this is rejected. memlab's choice.",
                              stage="runtime", ge=1, le=10_000_000)
     relevance_floor: float = _f(

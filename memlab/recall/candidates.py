@@ -63,7 +63,7 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
     """Every route's candidates for one query (§8 ①-③ and the §11.1 entity route)."""
     rc, tc = cfg.recall, cfg.temporal
     n_perm, n_dense, n_lex = pools
-    qterms = memory_terms(query, term_cap=rc.term_cap, text_cap=rc.text_cap)
+    qterms = memory_terms(query, term_cap=rc.query_term_cap, text_cap=rc.text_cap)
     intent = temporal_intent(query, recent=tc.recent_cues, historical=tc.historical_cues,
                              when=tc.when_cues, first=tc.first_cues).code if tc.enabled else 0
     window = time_window_days(query) if tc.enabled and tc.time_windows else None
