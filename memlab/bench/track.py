@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from memlab.bench.run import REPO_ROOT, BenchOutcome
@@ -14,6 +15,7 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
     """params = the flat config; metrics overall and per category (and session level); tags =
     dataset name, version and content hash, memlab version, git commit, embedder; artifacts = the
     config YAML, per-query rankings, the recall@k curve and the per-category bars."""
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # no migration chatter on first use
     uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd())
     ds = out.dataset
     tags = {**dataset_tags(name=ds.card.name, version=ds.card.version,
