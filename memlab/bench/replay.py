@@ -166,7 +166,6 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
         store = open_store(":memory:", config=cfg, embedder=embedder, clock=clock,
                            load_embedder=False)
         written = 0
-        row_of_item: dict[int, int] = {}
         try:
             qi = 0
             while qi < len(questions):
@@ -182,9 +181,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                     batch = [item_fields(items[j], cfg=cfg, rendered=rendered[conv][j])
                              for j in range(written, upto)]
                     vecs = None if doc_vecs is None else doc_vecs[d_off + written:d_off + upto]
-                    recs = store.add_many(batch, vectors=vecs)
-                    for j, rec in zip(range(written, upto), recs):
-                        row_of_item[j] = rec.id
+                    store.add_many(batch, vectors=vecs)
                     written = upto
                 timings["ingest"] += time.perf_counter() - t1
                 t2 = time.perf_counter()
