@@ -92,7 +92,15 @@ class MemoryStore:
         through their cache); default: embedded here through the store's embedding cache.
         """
         now = to_unix((clock or self.clock).now())
-        records = [self._build_record(dict(it), now=now, index=i) for i, it in enumerate(items)]
+        used: list[int] = []  # long-term chars, read once per batch (§11.3 budget pressure)
+
+        def long_term_used() -> int:
+            if not used:
+                used.append(self._store.repo.layer_chars("long_term"))
+            return used[0]
+
+        records = [self._build_record(dict(it), now=now, index=i, long_term_used=long_term_used)
+                   for i, it in enumerate(items)]
         if not records:
             return []
         rc = self.config.recall
@@ -106,7 +114,8 @@ class MemoryStore:
         self.stats["added"] += len(stored)
         return stored
 
-    def _build_record(self, it: dict[str, Any], *, now: float, index: int) -> MemoryRecord:
+    def _build_record(self, it: dict[str, Any], *, now: float, index: int,
+                      long_term_used) -> MemoryRecord:
         cfg = self.config
         where = f"items[{index}]"
         text = it.pop("text", None)
@@ -133,9 +142,8 @@ class MemoryStore:
             raise InvalidInput(f"{where}.importance", "must be a finite number in [0, 1]",
                                importance)
         if layer is None:
-            used = self._store.repo.layer_chars("long_term")
             layer = choose_layer(float(importance), threshold=long_term_threshold(
-                used, layers=cfg.layers, gov=cfg.governance))
+                long_term_used(), layers=cfg.layers, gov=cfg.governance))
         if layer not in RETENTION_LAYERS:
             raise InvalidInput(f"{where}.layer", f"one of {RETENTION_LAYERS}", layer)
         cognitive = it.pop("cognitive_layer", None) or cognitive_layer_of(
