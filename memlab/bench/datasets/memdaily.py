@@ -31,7 +31,7 @@ import zlib
 from collections import Counter
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -61,6 +61,16 @@ def parse_memdaily_time(text: str, *, tz: tzinfo) -> datetime:
         raise ValueError(text)
     y, mo, d, h, mi = (int(g) for g in m.groups())
     return datetime(y, mo, d, h, mi, tzinfo=tz)
+
+
+def _read_time(obj: Any, *, file: Path, where: str, tz: tzinfo) -> datetime:
+    """The ``time`` field of a message or question, parsed; a DatasetError names the field."""
+    raw = native_field(obj, "time", str, file=file, where=where)
+    try:
+        return parse_memdaily_time(raw, tz=tz)
+    except ValueError:
+        raise DatasetError(str(file), "time not in the form '2024年04月01日 周一 08:39'",
+                           field=f"{where}.time", value=raw) from None
 
 
 def load_memorybank_pool(path: str | os.PathLike[str], *, include_responses: bool = False) -> list[str]:
@@ -166,12 +176,7 @@ def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0
             stream: list[Item] = []
             for k, msg in enumerate(messages):
                 where = f"{cid}.message_list[{k}]"
-                raw_time = native_field(msg, "time", str, file=file, where=where)
-                try:
-                    when = parse_memdaily_time(raw_time, tz=zone)
-                except ValueError:
-                    raise DatasetError(str(file), "time not in the form '2024年04月01日 周一 08:39'",
-                                       field=f"{where}.time", value=raw_time) from None
+                when = _read_time(msg, file=file, where=where, tz=zone)
                 mid = str(native_field(msg, "mid", (int, str), file=file, where=where))
                 stream.append(Item(cid, mid, when.date().isoformat(), "user",
                                    native_field(msg, "message", str, file=file, where=where), when,
@@ -197,12 +202,7 @@ def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0
                 if not evidence:
                     dropped[DROP_NO_EVIDENCE] += 1
                     continue
-                raw_time = native_field(qa, "time", str, file=file, where=where)
-                try:
-                    asked_at = parse_memdaily_time(raw_time, tz=zone)
-                except ValueError:
-                    raise DatasetError(str(file), "time not in the form '2024年04月01日 周一 08:39'",
-                                       field=f"{where}.time", value=raw_time) from None
+                asked_at = _read_time(qa, file=file, where=where, tz=zone)
                 meta = {"answer": answer, "choices": qa.get("choices"), "ground_truth": qa.get("ground_truth"),
                         "scenario": scenario, "source_file": file.name, "tid": tid}
                 kept.append(Question(cid, str(native_field(qa, "qid", (int, str), file=file, where=where)), text,
