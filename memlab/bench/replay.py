@@ -50,6 +50,11 @@ def check_template(template: str) -> str:
     return template
 
 
+# Each conversation's store numbers its rows from 1; replay shifts them by this much per conversation
+# so that rows stay unique across a dataset (a conversation holds fewer memories than this).
+ROWS_PER_CONVERSATION = 10 ** 7
+
+
 def render_item(item: Item, template: str) -> str:
     """An item as indexed: ``template`` with {speaker}, {text}, {date}, {session_id}."""
     check_template(template)
@@ -217,7 +222,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
             counts["items"] += n_items
         finally:
             store.close()
-        offset += 10 ** 7
+        offset += ROWS_PER_CONVERSATION
         d_off += n_items
         q_off += len(questions)
     bar.close()

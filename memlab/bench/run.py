@@ -20,7 +20,7 @@ import pandas as pd
 from memlab.bench import metrics as M
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
-from memlab.bench.replay import Replayed, replay
+from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, replay
 from memlab.config import MemlabConfig, describe
 from memlab.errors import ConfigError, EmbeddingUnavailable
 from memlab.recall.score import score as score_table
@@ -150,9 +150,9 @@ def open_cache(cfg: MemlabConfig):
 
 
 def _has_sessions(rep: Replayed) -> bool:
-    per_conv: dict[str, set[str]] = {}
+    per_conv: dict[int, set[str]] = {}
     for g, s in rep.row_session.items():
-        per_conv.setdefault(str(g // 10 ** 7), set()).add(s)
+        per_conv.setdefault(g // ROWS_PER_CONVERSATION, set()).add(s)
     return any(len(v) > 1 for v in per_conv.values())
 
 
