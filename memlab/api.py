@@ -24,7 +24,7 @@ from memlab.errors import EmbeddingUnavailable, InvalidCell, InvalidInput
 from memlab.recall.candidates import Scope, build_features
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
-from memlab.recall.select import explain_frame, select
+from memlab.recall.select import explain_columns, select
 from memlab.store import Store
 from memlab.text import extract_entities, memory_terms
 from memlab.types import (COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
@@ -209,19 +209,19 @@ class MemoryStore:
         scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
         notes: list[str] = []
         qv = self._embed_query(query, notes)
-        feats = build_features([query], query_vectors=qv, repo=self._store.repo,
+        feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
                                dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
-        table = feats.table
-        if table.empty:
+        table = feats.columns
+        if not len(feats):
             reason = ("no memories stored for this agent and user"
                       if self.count(agent_id=scope.agent_id, user_id=scope.user_id) == 0
                       else "no stored memory shares a term or an entity with the query")
-            return RecallResult(query, (), explain_frame(table, None, np.zeros(0, int), {}, {}),
+            return RecallResult(query, (), explain_columns(table, None, np.zeros(0, int), {}, {}),
                                 cfg.selection.prompt_max_items, reason, tuple(notes))
         scored = score_table(table, cfg)
         positions = select(table, scored, terms=feats.terms, k=k, cfg=cfg)[0]
-        frame = explain_frame(table, scored, positions, feats.ids, feats.texts)
-        rows = table["row"].to_numpy()[positions]
+        frame = explain_columns(table, scored, positions, feats.ids, feats.texts)
+        rows = table["row"][positions]
         memories = tuple(self._store.repo.get_rows(rows.tolist()))
         reason = "" if len(memories) else (
             "nothing relevant enough: every candidate is below the relevance floor or forgotten")
@@ -242,7 +242,8 @@ class MemoryStore:
                 self._degraded(f"lexical recall only: {exc}")
         if not cfg.recall.use_dense:
             query_vectors = None
-        return build_features(list(queries), query_vectors=query_vectors, repo=self._store.repo,
+        return build_features(list(queries), query_vectors=query_vectors,
+                              repo=self._store.signals(),
                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
 
     def _embed_query(self, query: str, notes: list[str]) -> np.ndarray | None:

@@ -81,6 +81,11 @@ class StoreConfig(_Section):
     read_index: Literal["numpy", "sqlite-vec"] = _f(
         "numpy", "Where dense search runs: an in-process exact index kept in step with SQLite "
         "(numpy) or sqlite-vec's brute force. Both exact; parity-tested.", stage="candidates")
+    memory_index: Literal["memory", "sqlite"] = _f(
+        "memory", "Where recall reads its permanent, lexical (BM25) and entity candidates and the "
+        "memories' stored signals: an in-process index kept in step with SQLite through a change "
+        "log (memory), or SQL on every query (sqlite). Same results; parity-tested. memlab's "
+        "choice (speed: see README, Performance).", stage="candidates")
     busy_timeout_ms: int = _f(10_000, "SQLite busy timeout for concurrent writers (ms).",
                               stage="runtime", ge=0, le=600_000)
     quick_check: bool = _f(False, "Run PRAGMA quick_check when a store opens (catches deep "

@@ -267,3 +267,31 @@ def test_explicit_time_window_bounds_candidates():
     with memlab.open_store(":memory:", config=off, clock=clock) as st:
         st.add("去了杭州旅行", importance=0.9, timestamp=T0 - 200 * DAY)
         assert "去了杭州旅行" in st.recall("最近三个月去了哪里旅行？", k=5).texts
+
+
+def test_recall_is_the_same_from_the_memory_index_and_from_sql(tmp_path):
+    """store.memory_index 'memory' (default) and 'sqlite' give the same memories, scores and
+    explain scores, with reinforcement and an add by the other store in between."""
+    path = tmp_path / "s.sqlite"
+    clock = FixedClock(T0 + 30 * DAY)
+    fast = memlab.open_store(path, config=HCFG, clock=clock)
+    slow = memlab.open_store(path, config=HCFG.replace(**{"store.memory_index": "sqlite"}),
+                             clock=clock)
+    rng = np.random.default_rng(0)
+    words = "咖啡 北京 游戏 猫 Caroline Paris tea chess garden 小明 旅行 音乐".split()
+    fast.add_many([{"text": " ".join(rng.choice(words, 4)) + f" 第{i}条",
+                    "importance": float(rng.random()), "timestamp": T0 + i * 3600.0}
+                   for i in range(200)], clock=clock)
+    queries = ["Caroline 喜欢什么音乐？", "最近去北京旅行了吗", "chess and tea", "小明的猫"]
+
+    def same():
+        for q in queries:
+            a, b = fast.recall(q, k=8), slow.recall(q, k=8)
+            assert a.ids == b.ids and len(a) > 0
+            np.testing.assert_allclose(a.frame["score"], b.frame["score"], rtol=1e-6)
+
+    same()
+    fast.reinforce(fast.recall(queries[0], k=5), clock=clock)
+    slow.add("Caroline 最近迷上了爵士音乐", importance=0.9, clock=clock)
+    same()
+    slow.close(), fast.close()

@@ -9,12 +9,13 @@ a scoring weight: the pure scorer reads the table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from collections.abc import Mapping
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from memlab.config import MemlabConfig, RecallConfig
-from memlab.recall.features import LAYER_CODES, Features, empty_table, make_table
+from memlab.recall.features import LAYER_CODES, Features, TermSets, empty_table, make_columns
 from memlab.text import extract_entities, memory_terms, temporal_intent, time_window_days
 
 SECONDS_PER_DAY = 86_400.0
@@ -46,16 +47,29 @@ class Scope:
 
 @dataclass
 class _Routes:
-    """What the routes found for one query (rows in first-found order)."""
+    """What the routes found for one query: candidate rows in first-found order (permanent,
+    dense, lexical, entity) and each route's signal aligned with them (0 = not found)."""
 
-    rows: list[int]
-    dense_rank: dict[int, int]
-    lex_rank: dict[int, int]
-    bm25: dict[int, float]
-    entity: dict[int, int]
+    rows: np.ndarray
+    dense_rank: np.ndarray
+    lex_rank: np.ndarray
+    bm25: np.ndarray
+    entity: np.ndarray
     terms: frozenset[str]
     intent: int
     since: float | None
+
+
+def _first_found(parts: Sequence[np.ndarray]) -> tuple[np.ndarray, Callable[[np.ndarray],
+                                                                                np.ndarray]]:
+    """(distinct rows of ``parts`` in first-found order, a function: rows -> their positions)."""
+    allr = np.concatenate([np.asarray(p, np.int64) for p in parts]) if parts else \
+        np.zeros(0, np.int64)
+    uniq, first = np.unique(allr, return_index=True)
+    order = np.argsort(first, kind="stable")
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    return uniq[order], lambda r: inv[np.searchsorted(uniq, r)]
 
 
 def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None, scope: Scope,
@@ -70,37 +84,39 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
     since = now - window * SECONDS_PER_DAY if window else None
     bounds = {"since": since, "until": now + 1.0} if since is not None else {}
     who = {"agent_id": scope.agent_id, "user_id": scope.user_id}
-    rows: dict[int, None] = {}
-    dense_rank: dict[int, int] = {}
-    lex_rank: dict[int, int] = {}
-    bm25: dict[int, float] = {}
-    entity: dict[int, int] = {}
+    none = np.zeros(0, np.int64)
+    p_rows = d_rows = l_rows = e_rows = none
+    l_bm25 = np.zeros(0)
+    e_counts = none
     if rc.use_permanent and n_perm > 0:
-        rows.update((int(r), None) for r in repo.permanent_candidates(**who, limit=n_perm))
+        p_rows = repo.permanent_candidates(**who, limit=n_perm)
     if rc.use_dense and qv is not None and dense is not None and n_dense > 0:
         d_rows, _ = dense.search(qv, n_dense, **who, **bounds)
-        for rank, r in enumerate(d_rows, 1):
-            rows[int(r)] = None
-            dense_rank[int(r)] = rank
     if rc.use_lexical and qterms and n_lex > 0:
         l_rows, _, l_bm25 = repo.lexical_candidates(qterms, **who, limit=n_lex)
-        for rank, (r, sc) in enumerate(zip(l_rows, l_bm25), 1):
-            rows[int(r)] = None
-            lex_rank[int(r)] = rank
-            bm25[int(r)] = float(sc)
     entities = extract_entities(query, min_chars=cfg.entity.min_chars) if cfg.entity.enabled \
         else []
     if entities:
         e_rows, e_counts = repo.entity_candidates(entities, **who, limit=n_lex)
-        for r in e_rows:
-            rows[int(r)] = None
+    rows, loc = _first_found([p_rows, d_rows, l_rows, e_rows])
+    n = len(rows)
+    dense_rank = np.zeros(n, np.int64)
+    lex_rank = np.zeros(n, np.int64)
+    bm25 = np.zeros(n)
+    entity = np.zeros(n, np.int64)
+    if len(d_rows):
+        dense_rank[loc(d_rows)] = np.arange(1, len(d_rows) + 1)
+    if len(l_rows):
+        at = loc(l_rows)
+        lex_rank[at] = np.arange(1, len(l_rows) + 1)
+        bm25[at] = l_bm25
+    if entities:
         if len(e_rows) < n_lex:  # every linked memory is here: the counts are complete
-            entity = {int(r): int(c) for r, c in zip(e_rows, e_counts)}
+            if len(e_rows):
+                entity[loc(e_rows)] = e_counts
         else:
-            rr = list(rows)
-            entity = dict(zip(rr, (int(c) for c in repo.entity_matches(entities, rr))))
-    return _Routes(list(rows), dense_rank, lex_rank, bm25, entity, frozenset(qterms), intent,
-                   since)
+            entity = np.asarray(repo.entity_matches(entities, rows), np.int64)
+    return _Routes(rows, dense_rank, lex_rank, bm25, entity, frozenset(qterms), intent, since)
 
 
 def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, repo,
@@ -108,21 +124,22 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
                    cfg: MemlabConfig) -> Features:
     """The raw-signal table for a batch of queries asked at ``now`` by ``scope``.
 
-    Routes run per query; the stored signals of the union of their candidates are fetched once
-    for the batch. ``query_vectors`` is None when the embedder is unavailable: the dense route is
-    skipped and cosine is NaN (a documented degradation; the caller logs and counts it).
+    ``repo`` answers the candidate and signal calls: a :class:`~memlab.store.Repository` (SQL) or
+    the in-process :class:`~memlab.store.memindex.MemoryIndex` (``Store.signals()``). Routes run
+    per query; the stored signals of the union of their candidates are fetched once for the
+    batch. ``query_vectors`` is None when the embedder is unavailable: the dense route is skipped
+    and cosine is NaN (a documented degradation; the caller logs and counts it).
     """
     pools = pool_sizes(k, cfg.recall)
     found = [_routes(q, None if query_vectors is None else query_vectors[qi], repo=repo,
                      dense=dense, scope=scope, now=now, pools=pools, cfg=cfg)
              for qi, q in enumerate(queries)]
-    union = list(dict.fromkeys(r for f in found for r in f.rows))
-    if not union:
+    all_rows, loc = _first_found([f.rows for f in found])
+    if not len(all_rows):
         return Features(table=empty_table(), query_texts=tuple(queries))
-    all_rows = np.array(union, dtype=np.int64)
+    union = all_rows.tolist()
     cols = repo.feature_columns(all_rows)
-    pos_of = {r: i for i, r in enumerate(union)}
-    mterms = [frozenset(t) for t in cols["terms"]]
+    term_sets = cols["terms"]
     ts = cols["timestamp"]
     last = np.where(np.isnan(cols["last_accessed"]), ts, cols["last_accessed"])
     ev = np.where(np.isnan(cols["event_time"]), ts, cols["event_time"])
@@ -130,38 +147,38 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
     vec_pos = np.full(len(union), -1, dtype=np.int64)
     vecs = np.zeros((0, 0), dtype=np.float32)
     if query_vectors is not None and dense is not None:
-        have, vecs = dense.vectors(union)
+        have, vecs = dense.vectors(all_rows)
         vec_pos[have] = np.arange(len(have))
     parts: dict[str, list[np.ndarray]] = {c: [] for c in (
         "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
         "intent")}
     for qi, f in enumerate(found):
-        idx = np.fromiter((pos_of[r] for r in f.rows), dtype=np.int64, count=len(f.rows))
+        idx = loc(f.rows)
+        keep = slice(None)
         if f.since is not None:  # an explicit window binds every route but the permanent one
-            idx = idx[permanent[idx] | (ev[idx] >= f.since)]
+            keep = permanent[idx] | (ev[idx] >= f.since)
+            idx = idx[keep]
         if not len(idx):
             continue
         cosine = np.full(len(idx), np.nan, dtype=np.float32)
         vp = vec_pos[idx]
         if len(vecs) and (vp >= 0).any():
             cosine[vp >= 0] = vecs[vp[vp >= 0]] @ np.asarray(query_vectors[qi], dtype=np.float32)
-        q = f.terms
-        rows_q = [union[i] for i in idx]
         parts["qid"].append(np.full(len(idx), qi))
         parts["idx"].append(idx)
         parts["cosine"].append(cosine)
-        parts["lexical"].append(np.array([len(q & mterms[i]) / len(q) if q else 0.0
-                                          for i in idx], dtype=np.float32))
-        parts["bm25"].append(np.array([f.bm25.get(r, 0.0) for r in rows_q]))
-        parts["dense_rank"].append(np.array([f.dense_rank.get(r, 0) for r in rows_q]))
-        parts["lexical_rank"].append(np.array([f.lex_rank.get(r, 0) for r in rows_q]))
-        parts["entity"].append(np.array([f.entity.get(r, 0) for r in rows_q]))
+        parts["lexical"].append((term_sets.overlap(f.terms, idx) / len(f.terms)).astype(
+            np.float32) if f.terms else np.zeros(len(idx), np.float32))
+        parts["bm25"].append(f.bm25[keep])
+        parts["dense_rank"].append(f.dense_rank[keep])
+        parts["lexical_rank"].append(f.lex_rank[keep])
+        parts["entity"].append(f.entity[keep])
         parts["intent"].append(np.full(len(idx), f.intent))
     if not parts["idx"]:
         return Features(table=empty_table(), query_texts=tuple(queries))
     cat = {c: np.concatenate(v) for c, v in parts.items()}
     i = cat["idx"]
-    table = make_table(
+    columns = make_columns(
         qid=cat["qid"], row=all_rows[i], cosine=cat["cosine"], lexical=cat["lexical"],
         bm25=cat["bm25"], dense_rank=cat["dense_rank"], lexical_rank=cat["lexical_rank"],
         importance=cols["importance"][i], access_count=cols["access_count"][i],
@@ -173,9 +190,30 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         cognitive=cols["cognitive"][i], pinned=cols["pinned"][i],
         entity_matches=cat["entity"], intent=cat["intent"], text_len=cols["text_len"][i],
     )
-    used = np.unique(i)
-    return Features(table=table,
-                    terms={union[j]: mterms[j] for j in used},
-                    texts={union[j]: cols["texts"][j] for j in used},
-                    ids={union[j]: cols["ids"][j] for j in used},
+    used = np.unique(i).tolist()
+    texts, ids = cols["texts"], cols["ids"]
+    return Features(columns=columns,
+                    terms=_TermsByRow({union[j]: j for j in used}, term_sets),
+                    texts={union[j]: texts[j] for j in used},
+                    ids={union[j]: ids[j] for j in used},
                     query_texts=tuple(queries))
+
+
+class _TermsByRow(Mapping):
+    """A memory's term set by rowid, built when first asked for (selection asks for a few)."""
+
+    def __init__(self, where: dict[int, int], term_sets: TermSets) -> None:
+        self._where, self._sets = where, term_sets
+        self._done: dict[int, frozenset[str]] = {}
+
+    def __getitem__(self, row: int) -> frozenset[str]:
+        got = self._done.get(row)
+        if got is None:
+            got = self._done[row] = self._sets[self._where[row]]
+        return got
+
+    def __iter__(self):
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)

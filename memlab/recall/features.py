@@ -37,8 +37,8 @@ Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Mapping
+from collections.abc import Collection, Iterator, Sequence
+from typing import Mapping, Protocol
 
 import numpy as np
 import pandas as pd
@@ -57,8 +57,36 @@ COLUMNS: dict[str, str] = {
 }
 
 
+#: A feature table: a DataFrame, or a mapping of column name -> array (recall's own, faster path).
+Table = pd.DataFrame | Mapping[str, np.ndarray]
+
+_NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank": 0,
+            "lexical_rank": 0, "importance": 0.5, "access_count": 0, "mention_count": 1,
+            "age_days": 0.0, "since_access_days": 0.0, "event_age_days": 0.0,
+            "event_time": 0.0, "emotion_max": 0.0, "layer": 1, "cognitive": 1,
+            "pinned": False, "entity_matches": 0, "intent": 0, "tree_distance": np.nan,
+            "text_len": 0}
+
+
 def empty_table() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
+
+
+def make_columns(**cols) -> dict[str, np.ndarray]:
+    """Feature columns from arrays, as :func:`make_table` but a dict of numpy arrays."""
+    unknown = set(cols) - set(COLUMNS)
+    if unknown:
+        raise KeyError(f"unknown feature columns: {sorted(unknown)}")
+    n = len(next(iter(cols.values()))) if cols else 0
+    data = {}
+    for c, t in COLUMNS.items():
+        if c in cols:
+            data[c] = np.asarray(cols[c]).astype(t, copy=False)
+        elif c == "row":
+            data[c] = np.arange(n, dtype=t)
+        else:
+            data[c] = np.full(n, _NEUTRAL[c], dtype=t)
+    return data
 
 
 def make_table(**cols) -> pd.DataFrame:
@@ -67,39 +95,91 @@ def make_table(**cols) -> pd.DataFrame:
     Neutral values: cosine NaN, ranks 0, counts 0 (mention_count 1), times 0, layer long_term (1),
     cognitive semantic (1), intent 0, tree_distance NaN. ``qid`` defaults to 0.
     """
-    n = None
-    for v in cols.values():
-        n = len(v)
-        break
-    if n is None:
-        return empty_table()
-    neutral = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank": 0,
-               "lexical_rank": 0, "importance": 0.5, "access_count": 0, "mention_count": 1,
-               "age_days": 0.0, "since_access_days": 0.0, "event_age_days": 0.0,
-               "event_time": 0.0, "emotion_max": 0.0, "layer": 1, "cognitive": 1,
-               "pinned": False, "entity_matches": 0, "intent": 0, "tree_distance": np.nan,
-               "text_len": 0}
-    unknown = set(cols) - set(COLUMNS)
-    if unknown:
-        raise KeyError(f"unknown feature columns: {sorted(unknown)}")
-    data = {}
-    for c, t in COLUMNS.items():
-        if c in cols:
-            data[c] = np.asarray(cols[c]).astype(t, copy=False)
-        elif c == "row":
-            data[c] = np.arange(n, dtype=t)
-        else:
-            data[c] = np.full(n, neutral[c], dtype=t)
-    return pd.DataFrame(data)
+    return pd.DataFrame(make_columns(**cols)) if cols else empty_table()
 
 
-@dataclass
+def column(table: Table, name: str, dtype: type | None = None) -> np.ndarray:
+    """One column of a :data:`Table` as a numpy array (``dtype``: converted)."""
+    values = table[name]
+    if not isinstance(values, np.ndarray):
+        values = values.to_numpy()
+    return values if dtype is None else np.asarray(values, dtype=dtype)
+
+
+def n_rows(table: Table) -> int:
+    """Rows of a :data:`Table`."""
+    if isinstance(table, pd.DataFrame):
+        return len(table)
+    return len(table["qid"]) if "qid" in table else 0
+
+
+class TermSets(Protocol):
+    """The term sets (``memory_terms``) of the candidates whose signals were fetched, by position.
+
+    ``overlap(query_terms, idx)`` counts the distinct query terms in each set ``idx`` points at
+    (the ``lexical`` signal's numerator); ``ts[i]`` is one set (dedup in selection).
+    """
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int) -> frozenset[str]: ...
+
+    def overlap(self, query_terms: Collection[str], idx: np.ndarray) -> np.ndarray: ...
+
+
+class ListTermSets:
+    """:class:`TermSets` from lists of terms (what the SQL path reads): frozensets built once."""
+
+    def __init__(self, lists: Sequence[Sequence[str]]) -> None:
+        self._sets = [frozenset(t) for t in lists]
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def __getitem__(self, i: int) -> frozenset[str]:
+        return self._sets[i]
+
+    def __iter__(self) -> Iterator[frozenset[str]]:
+        return iter(self._sets)
+
+    def overlap(self, query_terms: Collection[str], idx: np.ndarray) -> np.ndarray:
+        q = frozenset(query_terms)
+        sets = self._sets
+        return np.fromiter((len(q & sets[i]) for i in np.asarray(idx).tolist()), np.int64,
+                           count=len(idx))
+
+
 class Features:
-    """The raw-signal table plus what travels beside it (term sets for dedup, texts, ids)."""
+    """The raw-signal table plus what travels beside it (term sets for dedup, texts, ids).
 
-    table: pd.DataFrame
-    terms: Mapping[int, frozenset[str]] = field(default_factory=dict)
-    texts: Mapping[int, str] = field(default_factory=dict)
-    ids: Mapping[int, str] = field(default_factory=dict)
-    query_texts: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    Built from a DataFrame (``table``) or from column arrays (``columns``, recall's own path);
+    the other form is made on first access.
+    """
+
+    def __init__(self, table: pd.DataFrame | None = None, *,
+                 columns: Mapping[str, np.ndarray] | None = None,
+                 terms: Mapping[int, frozenset[str]] | None = None,
+                 texts: Mapping[int, str] | None = None, ids: Mapping[int, str] | None = None,
+                 query_texts: tuple[str, ...] = (), notes: tuple[str, ...] = ()) -> None:
+        if (table is None) == (columns is None):
+            raise TypeError("Features needs exactly one of table and columns")
+        self._table, self._columns = table, columns
+        self.terms = {} if terms is None else terms
+        self.texts = {} if texts is None else texts
+        self.ids = {} if ids is None else ids
+        self.query_texts, self.notes = tuple(query_texts), tuple(notes)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        if self._table is None:
+            self._table = pd.DataFrame(self._columns) if n_rows(self._columns) else empty_table()
+        return self._table
+
+    @property
+    def columns(self) -> Mapping[str, np.ndarray]:
+        if self._columns is None:
+            self._columns = {c: self._table[c].to_numpy() for c in self._table.columns}
+        return self._columns
+
+    def __len__(self) -> int:
+        return n_rows(self._table if self._table is not None else self._columns)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from functools import cached_property
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -16,19 +17,26 @@ class RecallResult:
     """Selected memories, best first, with their score components.
 
     ``frame`` has one row per memory: rank, id, text, score and every component of the formula
-    (``explain``). ``empty_reason`` says why nothing came back (nothing stored, nothing relevant).
-    ``notes`` lists degradations (e.g. the embedder was unavailable: lexical recall only).
+    (``explain``; a DataFrame built on first access from ``explain``, the same columns as arrays).
+    ``empty_reason`` says why nothing came back (nothing stored, nothing relevant). ``notes`` lists
+    degradations (e.g. the embedder was unavailable: lexical recall only).
     """
 
     query: str
     memories: tuple[MemoryRecord, ...]
-    frame: pd.DataFrame
+    explain: Mapping[str, Any] | pd.DataFrame
     prompt_max_items: int = 20
     empty_reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def __len__(self) -> int:
         return len(self.memories)
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        if isinstance(self.explain, pd.DataFrame):
+            return self.explain
+        return pd.DataFrame(self.explain)
 
     def __iter__(self):
         return iter(self.memories)

@@ -30,7 +30,7 @@ import pandas as pd
 from memlab import forgetting
 from memlab.config import MemlabConfig
 from memlab.errors import ConfigError, InvalidInput
-from memlab.recall.features import LAYER_CODES
+from memlab.recall.features import LAYER_CODES, Table, column
 from memlab.text import TemporalIntent
 
 SECONDS_PER_DAY = 86_400.0
@@ -69,7 +69,7 @@ class Scored:
         return pd.DataFrame(data)
 
 
-Scorer = Callable[[pd.DataFrame, MemlabConfig], Scored]
+Scorer = Callable[[Table, MemlabConfig], Scored]
 SCORERS: dict[str, Scorer] = {}
 
 
@@ -87,7 +87,7 @@ def register(name: str) -> Callable[[Scorer], Scorer]:
     return deco
 
 
-def score(table: pd.DataFrame, cfg: MemlabConfig, *, scorer: str | None = None) -> Scored:
+def score(table: Table, cfg: MemlabConfig, *, scorer: str | None = None) -> Scored:
     """Score every row of ``table`` with the named scorer (default ``cfg.fusion.scorer``).
 
     Raises :class:`ConfigError` for an unknown scorer and :class:`InvalidInput` for a table that
@@ -108,19 +108,19 @@ def score(table: pd.DataFrame, cfg: MemlabConfig, *, scorer: str | None = None) 
 _NULLABLE = frozenset({"cosine", "tree_distance"})
 
 
-def _raise_for_nan(table: pd.DataFrame, name: str) -> None:
-    for col in table.columns:
-        values = table[col].to_numpy()
+def _raise_for_nan(table: Table, name: str) -> None:
+    for col in list(table):
+        values = column(table, col)
         if col not in _NULLABLE and values.dtype.kind == "f" and np.isnan(values).any():
             raise InvalidInput(f"table.{col}", "must not be NaN (only cosine and tree_distance "
                                "may be unknown)", float("nan"))
     raise InvalidInput("table", f"scorer {name!r} produced a non-finite score", None)
 
 
-def _col(table: pd.DataFrame, name: str, dtype: type = np.float64) -> np.ndarray:
+def _col(table: Table, name: str, dtype: type = np.float64) -> np.ndarray:
     if name not in table:
         raise InvalidInput("table", f"missing feature column {name!r}", sorted(map(str, table)))
-    return np.asarray(table[name].to_numpy(), dtype=dtype)
+    return column(table, name, dtype)
 
 
 def relevance_mask(cosine: np.ndarray, lexical: np.ndarray, cfg: MemlabConfig) -> np.ndarray:
@@ -218,7 +218,7 @@ def _sum(terms: dict[str, np.ndarray], n: int) -> np.ndarray:
 
 # -- scorers -------------------------------------------------------------------------------------
 @register("reverie")
-def reverie(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+def reverie(table: Table, cfg: MemlabConfig) -> Scored:
     """Reverie's fused score (§8), with retention (§9.1), entity (§11.1) and intent (§11.2) terms.
 
     Governance on (``governance.enabled``)::
@@ -239,8 +239,9 @@ def reverie(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
     choice: the cue reactivation stays, computed from the *raw* relevance, since it is the cue's
     strength (not the decayed trace) that lifts a weak memory.
     """
-    fu, n = cfg.fusion, len(table)
+    fu = cfg.fusion
     qid = _col(table, "qid", np.int64)
+    n = len(qid)
     cos = _col(table, "cosine")
     lexical = _col(table, "lexical")
     importance = _col(table, "importance")
@@ -312,7 +313,7 @@ def reverie(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
 
 
 @register("cosine")
-def cosine(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+def cosine(table: Table, cfg: MemlabConfig) -> Scored:
     """Plain cosine. Rows without a cosine (not dense candidates) score -1 and are not relevant."""
     cos = _col(table, "cosine")
     known = ~np.isnan(cos)
@@ -322,7 +323,7 @@ def cosine(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
 
 
 @register("bm25")
-def bm25(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+def bm25(table: Table, cfg: MemlabConfig) -> Scored:
     """Plain BM25. Rows with BM25 0 (no query term matched: not lexical hits) are not relevant."""
     b = _col(table, "bm25")
     relevant = relevance_mask(_col(table, "cosine"), _col(table, "lexical"), cfg) & (b > 0)
@@ -330,7 +331,7 @@ def bm25(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
 
 
 @register("rrf")
-def rrf(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+def rrf(table: Table, cfg: MemlabConfig) -> Scored:
     """Reciprocal rank fusion: sum over routes of 1/(rrf_k + rank); rank 0 (absent) adds 0.
 
     Rows retrieved by neither route are not relevant (the hybrid returns route hits only).
@@ -348,7 +349,7 @@ def rrf(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
 
 
 @register("generative_agents")
-def generative_agents(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+def generative_agents(table: Table, cfg: MemlabConfig) -> Scored:
     """Park et al. 2023: ga_relevance*rel + ga_importance*imp + ga_recency*rec, min-max per query.
 
     relevance = cosine; recency = ga_recency_decay ** (hours since last access). memlab's choices:
@@ -375,7 +376,7 @@ def generative_agents(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
 
 
 @register("dialog_tree")
-def dialog_tree(table: pd.DataFrame, cfg: MemlabConfig) -> Scored:
+def dialog_tree(table: Table, cfg: MemlabConfig) -> Scored:
     """Familiars §5.4.2: alpha*cos + beta*exp(-age_s/recency_tau) + gamma*exp(-hops/tree_tau).
 
     A NaN cosine or NaN tree distance (unknown) contributes 0 to its term.

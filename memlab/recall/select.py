@@ -28,18 +28,18 @@ import pandas as pd
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
-from memlab.recall.features import LAYER_CODES
+from memlab.recall.features import LAYER_CODES, Table, column, n_rows
 from memlab.recall.score import INTENT_FIRST, Scored
 
-__all__ = ["select", "explain_frame"]
+__all__ = ["select", "explain_columns", "explain_frame"]
 
 
-def _candidates(table: pd.DataFrame, scored: Scored, cfg: MemlabConfig
+def _candidates(table: Table, scored: Scored, cfg: MemlabConfig
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Sorted candidate positions of all queries and their qids (grouped by qid, best first)."""
-    qid = np.asarray(table["qid"].to_numpy(), dtype=np.int64)
-    importance = np.asarray(table["importance"].to_numpy(), dtype=np.float64)
-    permanent = np.asarray(table["layer"].to_numpy()) == LAYER_CODES["permanent"]
+    qid = column(table, "qid", np.int64)
+    importance = column(table, "importance", np.float64)
+    permanent = column(table, "layer") == LAYER_CODES["permanent"]
     keep = np.asarray(scored.eligible, dtype=bool) & np.asarray(scored.relevant, dtype=bool)
     idx = np.flatnonzero(keep)
     order = idx[np.lexsort((-importance[idx], -scored.score[idx], qid[idx]))]
@@ -57,7 +57,7 @@ def _candidates(table: pd.DataFrame, scored: Scored, cfg: MemlabConfig
     return order, q
 
 
-def select(table: pd.DataFrame, scored: Scored, *, terms: Mapping[int, frozenset[str]], k: int,
+def select(table: Table, scored: Scored, *, terms: Mapping[int, frozenset[str]], k: int,
            cfg: MemlabConfig) -> list[np.ndarray]:
     """Selected table positions (``iloc``), one int64 array per qid 0..max(qid), best first.
 
@@ -67,7 +67,7 @@ def select(table: pd.DataFrame, scored: Scored, *, terms: Mapping[int, frozenset
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise InvalidInput("k", "must be an integer", k)
-    n = len(table)
+    n = n_rows(table)
     if len(scored.score) != n:
         raise InvalidInput("scored", f"has {len(scored.score)} rows but the table has {n}",
                            len(scored.score))
@@ -78,13 +78,13 @@ def select(table: pd.DataFrame, scored: Scored, *, terms: Mapping[int, frozenset
     budget, dedup = sel.char_budget, sel.dedup_jaccard
     oldest_first = cfg.temporal.enabled and cfg.temporal.oldest_first
 
-    qid_all = np.asarray(table["qid"].to_numpy(), dtype=np.int64)
+    qid_all = column(table, "qid", np.int64)
     if qid_all.min() < 0:
         raise InvalidInput("table.qid", "must be >= 0", int(qid_all.min()))
-    rows = np.asarray(table["row"].to_numpy(), dtype=np.int64)
-    text_len = np.asarray(table["text_len"].to_numpy(), dtype=np.int64)
-    intent = np.asarray(table["intent"].to_numpy(), dtype=np.int64)
-    event_time = np.asarray(table["event_time"].to_numpy(), dtype=np.float64)
+    rows = column(table, "row", np.int64)
+    text_len = column(table, "text_len", np.int64)
+    intent = column(table, "intent", np.int64)
+    event_time = column(table, "event_time", np.float64)
 
     order, q = _candidates(table, scored, cfg)
     out: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(int(qid_all.max()) + 1)]
@@ -128,26 +128,21 @@ def select(table: pd.DataFrame, scored: Scored, *, terms: Mapping[int, frozenset
     return out
 
 
-def explain_frame(table: pd.DataFrame, scored: Scored | None, positions: Sequence[int] | np.ndarray,
-                  ids: Mapping[int, str] | None = None, texts: Mapping[int, str] | None = None
-                  ) -> pd.DataFrame:
-    """One row per selected memory: rank (1-based), qid, row, id, text, score, every component.
-
-    ``positions`` are table positions (one query's array from :func:`select`); ``ids`` and
-    ``texts`` map a memory's ``row`` to its id and text (omitted columns when not given).
-    ``scored`` may be None only with no positions (an empty recall): the frame then has no
-    component columns.
-    """
+def explain_columns(table: Table, scored: Scored | None, positions: Sequence[int] | np.ndarray,
+                    ids: Mapping[int, str] | None = None, texts: Mapping[int, str] | None = None
+                    ) -> dict[str, object]:
+    """The columns of :func:`explain_frame` (a dict of arrays and lists; same checks)."""
     pos = np.asarray(positions, dtype=np.int64)
+    n = n_rows(table)
     if scored is None and pos.size:
         raise InvalidInput("scored", "is required to explain selected positions", None)
-    if pos.size and (pos.min() < 0 or pos.max() >= len(table)):
-        raise InvalidInput("positions", f"must be table positions in [0, {len(table)})",
+    if pos.size and (pos.min() < 0 or pos.max() >= n):
+        raise InvalidInput("positions", f"must be table positions in [0, {n})",
                            int(pos.min() if pos.min() < 0 else pos.max()))
-    rows = np.asarray(table["row"].to_numpy(), dtype=np.int64)[pos]
+    rows = column(table, "row", np.int64)[pos]
     data: dict[str, object] = {
         "rank": np.arange(1, pos.size + 1),
-        "qid": np.asarray(table["qid"].to_numpy(), dtype=np.int64)[pos],
+        "qid": column(table, "qid", np.int64)[pos],
         "row": rows,
     }
     for name, mapping in (("id", ids), ("text", texts)):
@@ -160,4 +155,17 @@ def explain_frame(table: pd.DataFrame, scored: Scored | None, positions: Sequenc
     data["score"] = np.zeros(0) if scored is None else scored.score[pos]
     for name, values in ({} if scored is None else scored.components).items():
         data[name] = np.asarray(values)[pos]
-    return pd.DataFrame(data)
+    return data
+
+
+def explain_frame(table: Table, scored: Scored | None, positions: Sequence[int] | np.ndarray,
+                  ids: Mapping[int, str] | None = None, texts: Mapping[int, str] | None = None
+                  ) -> pd.DataFrame:
+    """One row per selected memory: rank (1-based), qid, row, id, text, score, every component.
+
+    ``positions`` are table positions (one query's array from :func:`select`); ``ids`` and
+    ``texts`` map a memory's ``row`` to its id and text (omitted columns when not given).
+    ``scored`` may be None only with no positions (an empty recall): the frame then has no
+    component columns.
+    """
+    return pd.DataFrame(explain_columns(table, scored, positions, ids, texts))

@@ -54,6 +54,7 @@ class ExactIndex:
         self._active = np.zeros(0, bool)
         self._codes: dict[str, int] = {}
         self._pos: dict[int, int] = {}
+        self._where = np.full(0, -1, np.int64)  # rowid -> position (-1: absent), for vectors()
 
     @classmethod
     def load(cls, cache: VectorCache, **kwargs: Any) -> "ExactIndex":
@@ -107,6 +108,8 @@ class ExactIndex:
                 arr[:n] = arr[:self._n][keep]
             self._n = n
             self._pos = {int(r): i for i, r in enumerate(self._rowid[:n].tolist())}
+            self._where[:] = -1
+            self._where[self._rowid[:n]] = np.arange(n)
         self._advance(generation)
 
     def _advance(self, generation: int | None) -> None:
@@ -144,13 +147,22 @@ class ExactIndex:
         self._active[s] = [x.active for x in meta]
         for i, r in enumerate(rowids.tolist()):
             self._pos[int(r)] = self._n + i
+        top = int(rowids.max()) + 1
+        if top > len(self._where):
+            where = np.full(max(top, 2 * len(self._where), 1024), -1, np.int64)
+            where[:len(self._where)] = self._where
+            self._where = where
+        self._where[rowids] = np.arange(self._n, self._n + m)
         self._n = need
 
     def vectors(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(positions in ``rowids`` held by the index, their unit vectors as ranked)."""
-        pos = np.array([i for i, r in enumerate(rowids) if int(r) in self._pos], np.int64)
-        at = np.array([self._pos[int(rowids[i])] for i in pos], np.int64)
-        return pos, self._mat[at] if len(at) else np.zeros((0, self.dim), np.float32)
+        r = np.asarray(rowids, np.int64).reshape(-1)
+        at = np.full(len(r), -1, np.int64)
+        inside = (r >= 0) & (r < len(self._where))
+        at[inside] = self._where[r[inside]]
+        pos = np.flatnonzero(at >= 0)
+        return pos, self._mat[at[pos]] if len(pos) else np.zeros((0, self.dim), np.float32)
 
     # -- search ----------------------------------------------------------------------------------
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,

@@ -21,6 +21,7 @@ from memlab.types import MemoryRecord
 from .cache import EmbeddingCache
 from .connect import Connection, connect, transaction
 from .exact import ExactIndex
+from .memindex import MemoryIndex
 from .migrations import migrate
 from .repository import Repository
 from .vectors import VectorCache, load_meta
@@ -84,8 +85,9 @@ class Store:
     """An opened store. Use :meth:`Store.open`.
 
     Attributes: ``conn``, ``repo`` (:class:`Repository`), ``embeddings`` (:class:`EmbeddingCache`),
-    ``vectors`` (:class:`VectorCache` of the embedder's version, or None without an embedder) and
-    ``dense`` (:class:`DenseView`, or None).
+    ``vectors`` (:class:`VectorCache` of the embedder's version, or None without an embedder),
+    ``dense`` (:class:`DenseView`, or None). Recall reads candidates and signals from
+    :meth:`signals`.
     """
 
     def __init__(self, conn: Connection, *, path: str, config: MemlabConfig,
@@ -95,6 +97,7 @@ class Store:
         self.embeddings = EmbeddingCache(conn)
         self.vectors: VectorCache | None = None
         self.dense: DenseView | None = None
+        self._memory_index: MemoryIndex | None = None
         if embedder is not None:
             s = config.store
             self.vectors = VectorCache(conn, model_version=embedder.version, dim=int(embedder.dim),
@@ -117,6 +120,19 @@ class Store:
         except BaseException:
             conn.close()
             raise
+
+    def signals(self) -> Repository | MemoryIndex:
+        """Where recall reads candidates and stored signals (``store.memory_index``): the
+        in-process :class:`MemoryIndex`, synced with the change log (loaded on first use), or the
+        :class:`Repository`'s SQL. Inside an open transaction always the SQL: the index never
+        reads writes that could still roll back."""
+        if self.config.store.memory_index == "sqlite" or self.conn.in_transaction:
+            return self.repo
+        if self._memory_index is None:
+            self._memory_index = MemoryIndex.load(self.conn, config=self.config)
+        else:
+            self._memory_index.sync(self.conn)
+        return self._memory_index
 
     def close(self) -> None:
         self.conn.close()

@@ -25,6 +25,12 @@ Schema (version 1), after Reverie §6.1/§6.2/§7.2/§11.1 and Familiars §5.3.2
 - ``embedding_cache(model_version, text_hash, dim, vector)``: float32 blobs.
 - ``vector_tables``: registry of the sqlite-vec tables, one per model version.
 - ``memory_jobs``, ``memory_usage_events``, ``memory_recall_events``: for lifecycle issues.
+
+Version 2: ``memory_generation(gen)`` and ``memory_changes(row, seq)``, filled by triggers on every
+insert, delete and update (of a column recall reads) of ``memory_records``: the generation counts
+changes, each changed rowid is logged with the generation of its last change. The in-process
+:class:`~memlab.store.memindex.MemoryIndex` re-reads only the rows logged since its own generation,
+whichever process or code path wrote them. One log row per memory (``INSERT OR REPLACE``).
 """
 
 from __future__ import annotations
@@ -165,11 +171,43 @@ _V1: tuple[str, ...] = (
         meta_json TEXT NOT NULL DEFAULT '{}')""",
 )
 
+#: Columns of memory_records that recall's in-process MemoryIndex reads (an UPDATE of any other
+#: column, e.g. embedding_status, does not log a change).
+MEMORY_INDEX_COLUMNS: tuple[str, ...] = (
+    "id", "text", "owner", "agent_id", "user_id", "retention_layer", "cognitive_layer", "timestamp",
+    "event_time", "importance", "emotion_max", "last_accessed", "access_count", "mention_count",
+    "lifecycle_state", "deprecated", "pinned", "terms_json", "n_terms")
+
+
+def _change_trigger(event: str) -> str:
+    ref = "OLD" if event == "DELETE" else "NEW"
+    on = f"UPDATE OF {', '.join(MEMORY_INDEX_COLUMNS)}" if event == "UPDATE" else event
+    return (f"CREATE TRIGGER memory_records_log_{event.lower()} AFTER {on} ON memory_records "
+            "BEGIN UPDATE memory_generation SET gen = gen + 1; "
+            "INSERT OR REPLACE INTO memory_changes (row, seq) "
+            f"VALUES ({ref}.rowid, (SELECT gen FROM memory_generation)); END")
+
+
+_V2: tuple[str, ...] = (
+    """CREATE TABLE memory_generation (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        gen INTEGER NOT NULL)""",
+    "INSERT INTO memory_generation (id, gen) VALUES (1, 0)",
+    """CREATE TABLE memory_changes (
+        row INTEGER PRIMARY KEY,
+        seq INTEGER NOT NULL)""",
+    "CREATE INDEX memory_changes_seq ON memory_changes (seq)",
+    _change_trigger("INSERT"),
+    _change_trigger("UPDATE"),
+    _change_trigger("DELETE"),
+)
+
 Step = str | Callable[[Connection], None]
 
 #: (version, name, steps); versions are 1, 2, 3, ... in order. Append, never edit a released one.
 MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (1, "initial schema: records, lexical and entity index, embeddings, vector registry, jobs", _V1),
+    (2, "change log of memory_records for the in-process MemoryIndex", _V2),
 )
 
 LATEST = MIGRATIONS[-1][0]

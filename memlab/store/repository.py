@@ -28,7 +28,7 @@ import numpy as np
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, StoreError
-from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES
+from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES, ListTermSets
 from memlab.types import RETENTION_LAYERS, MemoryRecord
 
 from .cache import EmbeddingCache, text_hash
@@ -448,8 +448,8 @@ class Repository:
 
         Arrays: rowids, importance, access_count, mention_count, timestamp, event_time and
         last_accessed (NaN when null), emotion_max (max |emotion|, raw), layer and cognitive
-        (features.LAYER_CODES / COGNITIVE_CODES), pinned, text_len; lists: texts, ids, terms (the
-        indexed term lists). One query for all rowids; an unknown rowid raises InvalidInput.
+        (features.LAYER_CODES / COGNITIVE_CODES), pinned, text_len; lists: texts, ids; terms: the
+        indexed term sets (:class:`~memlab.recall.features.ListTermSets`). One query for all rowids; an unknown rowid raises InvalidInput.
         """
         rows = self._by_rowid(
             "SELECT rowid, id, text, importance, access_count, mention_count, timestamp, "
@@ -473,7 +473,7 @@ class Repository:
             "cognitive": np.array([COGNITIVE_CODES[v] for v in cols[11]], np.int8),
             "pinned": np.array(cols[12], bool).reshape(n),
             "text_len": np.array([len(t) for t in cols[2]], np.int32),
-            "terms": [json.loads(t) for t in cols[13]],
+            "terms": ListTermSets([json.loads(t) for t in cols[13]]),
         }
 
     # -- index maintenance (inside the caller's transaction) -------------------------------------

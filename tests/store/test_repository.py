@@ -220,7 +220,7 @@ def test_feature_columns_in_input_order(store):
     assert f["timestamp"].tolist() == [200.0, 100.0]
     assert math.isnan(f["event_time"][0]) and f["event_time"][1] == 50.0
     assert f["last_accessed"][0] == 250.0 and math.isnan(f["last_accessed"][1])
-    assert f["terms"] == [[], ["alpha", "text", "here"]]
+    assert list(f["terms"]) == [frozenset(), frozenset({"alpha", "text", "here"})]
     with pytest.raises(InvalidInput, match="unknown rowid"):
         repo.feature_columns([a, 999])
 
