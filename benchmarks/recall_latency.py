@@ -80,7 +80,7 @@ from memlab.config import MemlabConfig  # noqa: E402
 from memlab.errors import InvalidInput  # noqa: E402
 from memlab.recall.candidates import Scope, build_features, pool_sizes  # noqa: E402
 from memlab.recall.score import score as score_table  # noqa: E402
-from memlab.recall.select import explain_frame, select  # noqa: E402
+from memlab.recall.select import explain_columns, select  # noqa: E402
 from memlab.store import (ExactIndex, Store, VectorCache, VectorMeta, connect,  # noqa: E402
                           driver, migrate)
 from memlab.text import extract_entities, memory_terms, time_window_days  # noqa: E402
@@ -366,19 +366,20 @@ def stage_times(st: Store, cfg: MemlabConfig, query: str, qv: np.ndarray, *, sco
     window = time_window_days(query) if tc.enabled and tc.time_windows else None
     bounds = {"since": NOW - window * DAY, "until": NOW + 1.0} if window else {}
     out: dict[str, float] = {}
+    out["index sync"], src = timed(st.signals)   # what recall reads: MemoryIndex or SQL
     out["dense search"], (d_rows, _) = timed(
         lambda: st.dense.search(qv, n_dense, agent_id=a, user_id=u, **bounds))
 
     def lexical():
-        terms = memory_terms(query, term_cap=rc.term_cap, text_cap=rc.text_cap)
-        return st.repo.lexical_candidates(terms, agent_id=a, user_id=u, limit=n_lex)[0]
+        terms = memory_terms(query, term_cap=rc.query_term_cap, text_cap=rc.text_cap)
+        return src.lexical_candidates(terms, agent_id=a, user_id=u, limit=n_lex)[0]
 
     out["lexical (BM25)"], l_rows = timed(lexical)
 
     def other():
-        p = st.repo.permanent_candidates(agent_id=a, user_id=u, limit=n_perm)
+        p = src.permanent_candidates(agent_id=a, user_id=u, limit=n_perm)
         ents = extract_entities(query, min_chars=cfg.entity.min_chars)
-        e = st.repo.entity_rows(ents, agent_id=a, user_id=u, limit=n_lex) if ents else []
+        e = src.entity_rows(ents, agent_id=a, user_id=u, limit=n_lex) if ents else []
         return p, e, ents
 
     out["permanent+entity"], (p_rows, e_rows, ents) = timed(other)
@@ -386,32 +387,31 @@ def stage_times(st: Store, cfg: MemlabConfig, query: str, qv: np.ndarray, *, sco
                                      for r in part), np.int64)
 
     def columns():
-        cols = st.repo.feature_columns(rows)
+        cols = src.feature_columns(rows)
         st.dense.vectors(rows)
         if ents:
-            st.repo.entity_matches(ents, rows)
+            src.entity_matches(ents, rows)
         return cols
 
     out["feature columns"], _ = timed(columns)
     out["candidates"] = len(rows)
     out["build_features"], feats = timed(lambda: build_features(
-        [query], query_vectors=qv[None, :], repo=st.repo, dense=st.dense, scope=scope, now=NOW,
+        [query], query_vectors=qv[None, :], repo=src, dense=st.dense, scope=scope, now=NOW,
         k=K, cfg=cfg))
-    table = feats.table
+    table = feats.columns
     out["score"], scored = timed(lambda: score_table(table, cfg))
 
     def choose():
         pos = select(table, scored, terms=feats.terms, k=K, cfg=cfg)[0]
-        explain_frame(table, scored, pos, feats.ids, feats.texts)
+        explain_columns(table, scored, pos, feats.ids, feats.texts)
         return pos
 
     out["select+explain"], pos = timed(choose)
-    out["fetch records"], _ = timed(
-        lambda: st.repo.get_rows(table["row"].to_numpy()[pos].tolist()))
+    out["fetch records"], _ = timed(lambda: st.repo.get_rows(table["row"][pos].tolist()))
     return out
 
 
-STAGES = ("dense search", "lexical (BM25)", "permanent+entity", "feature columns",
+STAGES = ("index sync", "dense search", "lexical (BM25)", "permanent+entity", "feature columns",
           "build_features", "score", "select+explain", "fetch records")
 
 
@@ -526,13 +526,20 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
         db_mb = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp)
                     if f.startswith("store.sqlite")) / 2 ** 20
         t_open, reopened = timed(lambda: open_store(path, config=cfg, embedder=emb, clock=clock))
+        # the first recall of an opened store loads the in-process MemoryIndex (store.memory_index)
+        t_index, _ = timed(reopened.warm)
         reopened.close()
+        # the ingesting store's own index follows the new rows at its next read (change log)
+        t_sync, _ = timed(store.warm)
         results["ingest"].append({"memories": n, "seconds": round(ingest_s, 2),
                                   "records_per_s": round(n / ingest_s, 1),
                                   "store_mb": round(db_mb, 1), "open_ms": round(t_open, 1),
+                                  "index_load_ms": round(t_index, 1),
+                                  "index_sync_after_ingest_ms": round(t_sync, 1),
                                   "load": load()})
         print(f"[{n}] ingest {n / ingest_s:,.0f} records/s ({ingest_s:.1f} s); open "
-              f"{t_open:.0f} ms; load {load()}", flush=True)
+              f"{t_open:.0f} ms; index load {t_index:.0f} ms, sync after ingest {t_sync:.0f} ms; "
+              f"load {load()}", flush=True)
 
         # -- recall end to end: without and with the query embedding, numpy and sqlite-vec reads
         mat = corpus.matrix(n)
@@ -549,8 +556,14 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
         emb.mode = "lookup"
         vcfg = cfg.replace(**{"store.read_index": "sqlite-vec"})
         with open_store(path, config=vcfg, embedder=emb, clock=clock) as vstore:
+            vstore.warm()
             row["recall_no_embed_sqlite_vec"] = repeat_latency(
                 lambda i: vstore.recall(queries[i], k=K), nq, opt.repeats)
+        # every candidate and signal read through SQL instead of the in-process MemoryIndex
+        scfg = cfg.replace(**{"store.memory_index": "sqlite"})
+        with open_store(path, config=scfg, embedder=emb, clock=clock) as sstore:
+            row["recall_no_embed_sql_reads"] = repeat_latency(
+                lambda i: sstore.recall(queries[i], k=K), nq, opt.repeats)
         row["returned_mean"] = round(float(np.mean([len(r) for r in recalled])), 2)
         # an explicit look-back window in the question bounds the candidates (dense search with
         # since/until: on the in-process index a mask, not a partition)
@@ -565,6 +578,7 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
 
         # -- stages (same public functions, in sequence), on a Store opened beside the facade
         with Store.open(path, config=cfg, embedder=emb) as st:
+            st.signals()          # load the MemoryIndex: the stages time a warm store
             runs: dict[str, list[list[float]]] = {s: [] for s in STAGES}
             cands = []
             for _ in range(opt.repeats):
@@ -714,14 +728,18 @@ def tables(res: dict[str, Any]) -> dict[str, pd.DataFrame]:
         for r in res["query_embedding"]])
     out["ingest (MemoryStore.add_many, batches, WAL file)"] = pd.DataFrame([
         {"memories": r["memories"], "records/s": r["records_per_s"], "ingest s": r["seconds"],
-         "store MB": r["store_mb"], "open ms": r["open_ms"], "load": ld(r["load"])}
+         "store MB": r["store_mb"], "open ms": r["open_ms"],
+         "index load ms": r.get("index_load_ms", "-"),
+         "index sync after ingest ms": r.get("index_sync_after_ingest_ms", "-"),
+         "load": ld(r["load"])}
         for r in res["ingest"]])
     out["recall(k=10) end to end, p50 / p95 ms"] = pd.DataFrame([
         {"memories": r["memories"], "no embedding": ms(r["recall_no_embed"]),
          "with embedding": ms(r["recall_with_embed"]),
          "no embedding, read_index=sqlite-vec": ms(r["recall_no_embed_sqlite_vec"]),
          "no embedding, 'last 3 months'": ms(r["recall_no_embed_last_3_months"]),
-         "returned": r["returned_mean"], "load": ld(r["load"])} for r in res["recall"]])
+         "no embedding, memory_index=sqlite": ms(r.get("recall_no_embed_sql_reads")),
+        "returned": r["returned_mean"], "load": ld(r["load"])} for r in res["recall"]])
     out["recall stages without the query embedding, p50 / p95 ms"] = pd.DataFrame([
         {"memories": r["memories"], "candidates": r["candidates_mean"],
          **{s: ms(r[s]) for s in STAGES}, "load": ld(r["load"])} for r in res["stages"]])
