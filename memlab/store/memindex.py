@@ -25,12 +25,14 @@ summed over the matched query terms, ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Collection, Sequence
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
+import pandas as pd
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
@@ -259,11 +261,11 @@ class MemoryIndex:
             return
         start = self._n
         self._grow(start + m)
-        a, tid = self._a, self._tid
-        term_ids = [[tid(t) for t in dict.fromkeys(json.loads(row[15]))] for row in rows]
-        lens, flat_new = self._flat_append("_flat", term_ids)
-        ent_ids = [[self._eid(e) for e in dict.fromkeys(links.get(row[0], ()))] for row in rows]
-        e_lens, e_flat = self._flat_append("_eflat", ent_ids)
+        a = self._a
+        lens, flat_new = self._flat_append(
+            "_flat", [list(dict.fromkeys(json.loads(row[15]))) for row in rows], self._tid)
+        e_lens, e_flat = self._flat_append(
+            "_eflat", [list(dict.fromkeys(links.get(row[0], ()))) for row in rows], self._eid)
         s = slice(start, start + m)
         cols = list(zip(*rows))
         a["rowid"][s] = cols[0]
@@ -315,17 +317,22 @@ class MemoryIndex:
                 np.repeat(srch, e_lens)]
             self._add_postings(self._epost, e_key, np.repeat(pos[srch], e_lens[srch]), bulk=bulk)
 
-    def _flat_append(self, name: str, lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """Append id lists to the flat buffer ``name``; (lengths, the new ids back to back)."""
+    def _flat_append(self, name: str, lists: list[list[str]], to_id: Callable[[str], int]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Append the ids of string lists to the flat buffer ``name``; (lengths, the new ids
+        back to back). Strings are factorised first, so ``to_id`` runs once per distinct one."""
         lens = np.fromiter((len(x) for x in lists), np.int64, count=len(lists))
         total = int(lens.sum())
+        strings = np.fromiter(itertools.chain.from_iterable(lists), object, count=total)
+        codes, uniques = pd.factorize(strings)
+        new = np.fromiter((to_id(u) for u in uniques), np.int64, count=len(uniques))[codes] \
+            if total else np.zeros(0, np.int64)
         flat, used = getattr(self, name), getattr(self, name + "_n")
         if used + total > len(flat):
             grown = np.zeros(max(used + total, 2 * len(flat), 4096), np.int64)
             grown[:used] = flat[:used]
             flat = grown
             setattr(self, name, flat)
-        new = np.fromiter((i for x in lists for i in x), np.int64, count=total)
         flat[used:used + total] = new
         setattr(self, name + "_n", used + total)
         return lens, new
