@@ -578,7 +578,7 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
 
         # -- stages (same public functions, in sequence), on a Store opened beside the facade
         with Store.open(path, config=cfg, embedder=emb) as st:
-            st.signals()          # load the MemoryIndex: the stages time a warm store
+            st.signals(load=True)  # load the MemoryIndex: the stages time a warm store
             runs: dict[str, list[list[float]]] = {s: [] for s in STAGES}
             cands = []
             for _ in range(opt.repeats):

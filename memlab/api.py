@@ -199,8 +199,8 @@ class MemoryStore:
     def warm(self) -> None:
         """Load (or bring up to date) the in-process read indexes now — the MemoryIndex of
         ``store.memory_index = "memory"`` and the dense ExactIndex — instead of at the next
-        recall (~1 s per 10k memories at first load; later only the changed rows are read)."""
-        self._store.signals()
+        recall (~0.5 s per 10k memories at first load; later only the changed rows are read)."""
+        self._store.signals(load=True)
         if self._store.dense is not None and self._store.dense.index is not None:
             self._store.dense.index.sync(self._store.vectors)
 

@@ -98,6 +98,7 @@ class Store:
         self.vectors: VectorCache | None = None
         self.dense: DenseView | None = None
         self._memory_index: MemoryIndex | None = None
+        self._sql_reads = 0
         if embedder is not None:
             s = config.store
             self.vectors = VectorCache(conn, model_version=embedder.version, dim=int(embedder.dim),
@@ -121,14 +122,19 @@ class Store:
             conn.close()
             raise
 
-    def signals(self) -> Repository | MemoryIndex:
+    def signals(self, *, load: bool = False) -> Repository | MemoryIndex:
         """Where recall reads candidates and stored signals (``store.memory_index``): the
-        in-process :class:`MemoryIndex`, synced with the change log (loaded on first use), or the
-        :class:`Repository`'s SQL. Inside an open transaction always the SQL: the index never
-        reads writes that could still roll back."""
+        in-process :class:`MemoryIndex`, synced with the change log, or the :class:`Repository`'s
+        SQL. The index is loaded at the second read of an opened store (or now, with ``load``):
+        a one-off recall (the CLI) is faster through SQL than through loading every memory.
+        Inside an open transaction always the SQL: the index never reads writes that could still
+        roll back."""
         if self.config.store.memory_index == "sqlite" or self.conn.in_transaction:
             return self.repo
         if self._memory_index is None:
+            if not load and not self._sql_reads:
+                self._sql_reads += 1
+                return self.repo
             self._memory_index = MemoryIndex.load(self.conn, config=self.config)
         else:
             self._memory_index.sync(self.conn)

@@ -138,6 +138,7 @@ def test_another_connection_writes_and_the_index_follows(tmp_path):
     a, b = Store.open(path, config=cfg), Store.open(path, config=cfg)
     rng = random.Random(3)
     add(a.repo, random_records(rng, 50))
+    assert a.signals() is a.repo                  # a one-off read: SQL, no index load
     index = a.signals()
     assert isinstance(index, MemoryIndex) and len(index) == 50
     add(b.repo, random_records(rng, 30, start=50))
@@ -151,7 +152,7 @@ def test_another_connection_writes_and_the_index_follows(tmp_path):
 def test_open_transaction_reads_sql_and_sync_refuses(tmp_path):
     store = Store.open(tmp_path / "s.sqlite")
     add(store.repo, random_records(random.Random(2), 10))
-    assert isinstance(store.signals(), MemoryIndex)
+    assert isinstance(store.signals(load=True), MemoryIndex)
     store.conn.execute("BEGIN")
     add(store.repo, random_records(random.Random(4), 5, start=10))
     assert store.signals() is store.repo          # uncommitted rows could still roll back
