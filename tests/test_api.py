@@ -295,3 +295,15 @@ def test_recall_is_the_same_from_the_memory_index_and_from_sql(tmp_path):
     slow.add("Caroline 最近迷上了爵士音乐", importance=0.9, clock=clock)
     same()
     slow.close(), fast.close()
+
+
+def test_warm_loads_the_read_indexes_up_front(tmp_path):
+    from memlab.store.memindex import MemoryIndex
+
+    clock = FixedClock(T0)
+    with memlab.open_store(tmp_path / "w.sqlite", config=HCFG, clock=clock) as st:
+        st.warm()                                       # empty store: nothing to load, no error
+        _fill(st, clock)
+        st.warm()
+        assert isinstance(st._store.signals(), MemoryIndex)   # no SQL-first read after warm()
+        assert st.recall("星露谷物语", k=1).texts == ["用户最喜欢玩星露谷物语"]
