@@ -10,6 +10,7 @@ Typical use::
                        partitioned=cfg.store.partition_by_quarter)
     generation = repo.put_vectors(vecs, rowids, embeddings)
     index = ExactIndex.load(vecs)        # or index.add(rowids, embeddings, meta, generation=...)
+    signals = MemoryIndex.load(conn)     # recall's other reads in memory; signals.sync(conn) later
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .cache import EmbeddingCache, EmbeddingCacheFile, text_hash
 from .connect import Connection, connect, driver, transaction
 from .exact import ExactIndex
 from .facade import DenseView, Store
+from .memindex import MemoryIndex
 from .migrations import LATEST, MIGRATIONS, migrate, schema_version
 from .repository import Repository, validate_record
 from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter, quarters_between,
@@ -51,7 +53,8 @@ def vector_cache(conn: Connection, *, model_version: str, dim: int,
                        int8_scale=s.int8_scale, partitioned=s.partition_by_quarter)
 
 
-__all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "Store", "ExactIndex", "LATEST", "MIGRATIONS", "Repository",
+__all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "Store", "ExactIndex", "LATEST", "MIGRATIONS", "MemoryIndex",
+           "Repository",
            "VectorCache", "VectorMeta", "connect", "driver", "load_meta", "migrate", "open_store",
            "quantize_int8", "quarter", "quarters_between", "registered_tables", "schema_version",
            "table_name", "text_hash", "transaction", "validate_record", "vector_cache"]
