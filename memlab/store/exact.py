@@ -23,6 +23,7 @@ import numpy as np
 from memlab.errors import InvalidInput
 from memlab.recall.features import LAYER_CODES
 
+from .rowmap import RowMap
 from .vectors import MAX_K, VectorCache, VectorMeta, quantize_int8
 
 
@@ -53,8 +54,7 @@ class ExactIndex:
         self._time = np.zeros(0, np.int64)
         self._active = np.zeros(0, bool)
         self._codes: dict[str, int] = {}
-        self._pos: dict[int, int] = {}
-        self._where = np.full(0, -1, np.int64)  # rowid -> position (-1: absent), for vectors()
+        self._pos = RowMap()
 
     @classmethod
     def load(cls, cache: VectorCache, **kwargs: Any) -> "ExactIndex":
@@ -92,14 +92,15 @@ class ExactIndex:
             raise InvalidInput("vector", f"must be ({len(rowids)}, {self.dim})", tuple(arr.shape))
         if len(meta) != len(rowids):
             raise InvalidInput("meta", f"needs one per rowid ({len(rowids)})", len(meta))
-        self.remove([r for r in rowids.tolist() if r in self._pos])
+        self.remove(rowids[self._pos.lookup(rowids) >= 0].tolist())
         self._append(rowids, arr, list(meta), quantised=False)
         self._advance(generation)
 
     def remove(self, rowids: Sequence[int], *, generation: int | None = None) -> None:
         """Apply a committed delete (absent rowids are ignored)."""
-        drop = [self._pos[int(r)] for r in rowids if int(r) in self._pos]
-        if drop:
+        at = self._pos.lookup(rowids)
+        drop = at[at >= 0]
+        if len(drop):
             keep = np.ones(self._n, bool)
             keep[drop] = False
             n = int(keep.sum())
@@ -107,9 +108,7 @@ class ExactIndex:
                 arr = getattr(self, name)
                 arr[:n] = arr[:self._n][keep]
             self._n = n
-            self._pos = {int(r): i for i, r in enumerate(self._rowid[:n].tolist())}
-            self._where[:] = -1
-            self._where[self._rowid[:n]] = np.arange(n)
+            self._pos.reset(self._rowid[:n])
         self._advance(generation)
 
     def _advance(self, generation: int | None) -> None:
@@ -145,22 +144,12 @@ class ExactIndex:
         self._layer[s] = [LAYER_CODES[x.retention_layer] for x in meta]
         self._time[s] = [x.event_time for x in meta]
         self._active[s] = [x.active for x in meta]
-        for i, r in enumerate(rowids.tolist()):
-            self._pos[int(r)] = self._n + i
-        top = int(rowids.max()) + 1
-        if top > len(self._where):
-            where = np.full(max(top, 2 * len(self._where), 1024), -1, np.int64)
-            where[:len(self._where)] = self._where
-            self._where = where
-        self._where[rowids] = np.arange(self._n, self._n + m)
+        self._pos.set(rowids, np.arange(self._n, self._n + m))
         self._n = need
 
     def vectors(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(positions in ``rowids`` held by the index, their unit vectors as ranked)."""
-        r = np.asarray(rowids, np.int64).reshape(-1)
-        at = np.full(len(r), -1, np.int64)
-        inside = (r >= 0) & (r < len(self._where))
-        at[inside] = self._where[r[inside]]
+        at = self._pos.lookup(rowids)
         pos = np.flatnonzero(at >= 0)
         return pos, self._mat[at[pos]] if len(pos) else np.zeros((0, self.dim), np.float32)
 

@@ -98,7 +98,7 @@ class Store:
         self.vectors: VectorCache | None = None
         self.dense: DenseView | None = None
         self._memory_index: MemoryIndex | None = None
-        self._sql_reads = 0
+        self._read_once = False   # a first read went through SQL (see signals)
         if embedder is not None:
             s = config.store
             self.vectors = VectorCache(conn, model_version=embedder.version, dim=int(embedder.dim),
@@ -132,8 +132,8 @@ class Store:
         if self.config.store.memory_index == "sqlite" or self.conn.in_transaction:
             return self.repo
         if self._memory_index is None:
-            if not load and not self._sql_reads:
-                self._sql_reads += 1
+            if not load and not self._read_once:
+                self._read_once = True
                 return self.repo
             self._memory_index = MemoryIndex.load(self.conn, config=self.config)
         else:

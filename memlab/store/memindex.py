@@ -39,6 +39,7 @@ from memlab.errors import InvalidInput
 from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES
 
 from .connect import Connection
+from .rowmap import RowMap
 
 _COLUMNS = ("rowid, id, text, owner, retention_layer, cognitive_layer, importance, access_count, "
             "mention_count, timestamp, event_time, last_accessed, emotion_max, pinned, "
@@ -53,6 +54,20 @@ _ARRAYS = {"rowid": np.int64, "owner": np.int64, "searchable": bool, "live": boo
            "pinned": bool, "text_len": np.int64, "dl": np.int64, "t_start": np.int64,
            "t_len": np.int64, "e_start": np.int64, "e_len": np.int64}
 _SHIFT = 32  # posting key: owner << 32 | term or entity id
+
+
+def _scalar_columns(cols: Sequence[tuple]) -> dict[str, list]:
+    """The per-position values of rows read with ``_COLUMNS`` (given column-wise) that may change
+    in place: everything but rowid, id, text, owner, searchability and terms."""
+    nan = math.nan
+    return {"layer": [LAYER_CODES[v] for v in cols[4]],
+            "cognitive": [COGNITIVE_CODES[v] for v in cols[5]],
+            "importance": list(cols[6]), "access_count": list(cols[7]),
+            "mention_count": list(cols[8]), "timestamp": list(cols[9]),
+            "event_time": [nan if v is None else v for v in cols[10]],
+            "last_accessed": [nan if v is None else v for v in cols[11]],
+            "emotion_max": list(cols[12]), "pinned": [bool(v) for v in cols[13]],
+            "dl": list(cols[16])}
 
 
 class _Postings:
@@ -98,7 +113,7 @@ class MemoryIndex:
         self._vocab: dict[str, int] = {}
         self._words: list[str] = []
         self._entity_ids: dict[str, int] = {}
-        self._where = np.full(0, -1, np.int64)  # rowid -> its live position (-1: none)
+        self._where = RowMap()                  # rowid -> its live position
         self._post: dict[int, _Postings] = {}
         self._epost: dict[int, _Postings] = {}
         self._owners: dict[tuple[str, str], int] = {}
@@ -168,20 +183,26 @@ class MemoryIndex:
 
     def _apply(self, changed: list[int], rows: dict[int, tuple], links: dict[int, list[str]]
                ) -> None:
-        fresh = []
+        fresh: list[tuple] = []
+        in_place: list[int] = []
+        same: list[tuple] = []
         for rowid in changed:
-            old = self._position(rowid)
+            old = self._where.get(rowid)
             row = rows.get(rowid)
             if row is None:                      # deleted
-                if old is not None:
+                if old >= 0:
                     self._kill(old)
                 continue
-            if old is not None and self._same_identity(old, row, links.get(rowid, ())):
-                self._set_scalars(old, row)
+            if old >= 0 and self._same_identity(old, row, links.get(rowid, ())):
+                in_place.append(old)
+                same.append(row)
                 continue
-            if old is not None:
+            if old >= 0:
                 self._kill(old)
             fresh.append(row)
+        if in_place:
+            for name, values in _scalar_columns(list(zip(*same))).items():
+                self._a[name][in_place] = values
         if fresh:
             self._append_rows(fresh, links, bulk=False)
 
@@ -199,27 +220,11 @@ class MemoryIndex:
         return sorted(self._entity_ids.get(e, -1) for e in dict.fromkeys(names)) == \
             sorted(self._eflat[s:s + n].tolist())
 
-    def _set_scalars(self, p: int, row: tuple) -> None:
-        a = self._a
-        a["layer"][p] = LAYER_CODES[row[4]]
-        a["cognitive"][p] = COGNITIVE_CODES[row[5]]
-        a["importance"][p] = row[6]
-        a["access_count"][p] = row[7]
-        a["mention_count"][p] = row[8]
-        a["timestamp"][p] = row[9]
-        a["event_time"][p] = math.nan if row[10] is None else row[10]
-        a["last_accessed"][p] = math.nan if row[11] is None else row[11]
-        a["emotion_max"][p] = row[12]
-        a["pinned"][p] = bool(row[13])
-        a["dl"][p] = row[16]
-
     def _kill(self, p: int) -> None:
         a = self._a
         a["live"][p] = False
         self._dead += 1
-        r = int(a["rowid"][p])
-        if self._where[r] == p:
-            self._where[r] = -1
+        self._where.clear(int(a["rowid"][p]), p)
         o = int(a["owner"][p])
         if a["searchable"][p]:
             self._n_docs[o] -= 1
@@ -272,31 +277,16 @@ class MemoryIndex:
         a["owner"][s] = cols[3]
         a["searchable"][s] = [bool(v) for v in cols[14]]
         a["live"][s] = True
-        a["layer"][s] = [LAYER_CODES[v] for v in cols[4]]
-        a["cognitive"][s] = [COGNITIVE_CODES[v] for v in cols[5]]
-        a["importance"][s] = cols[6]
-        a["access_count"][s] = cols[7]
-        a["mention_count"][s] = cols[8]
-        a["timestamp"][s] = cols[9]
-        a["event_time"][s] = [math.nan if v is None else v for v in cols[10]]
-        a["last_accessed"][s] = [math.nan if v is None else v for v in cols[11]]
-        a["emotion_max"][s] = cols[12]
-        a["pinned"][s] = [bool(v) for v in cols[13]]
+        for name, values in _scalar_columns(cols).items():
+            a[name][s] = values
         a["text_len"][s] = [len(t) for t in cols[2]]
-        a["dl"][s] = cols[16]
         a["t_start"][s] = self._flat_n - lens.sum() + np.cumsum(lens) - lens
         a["t_len"][s] = lens
         a["e_start"][s] = self._eflat_n - e_lens.sum() + np.cumsum(e_lens) - e_lens
         a["e_len"][s] = e_lens
         self._ids.extend(cols[1])
         self._texts.extend(cols[2])
-        rid = a["rowid"][s]
-        top = int(rid.max()) + 1
-        if top > len(self._where):
-            where = np.full(max(top, 2 * len(self._where), 1024), -1, np.int64)
-            where[:len(self._where)] = self._where
-            self._where = where
-        self._where[rid] = np.arange(start, start + m)
+        self._where.set(a["rowid"][s], np.arange(start, start + m))
         self._n = start + m
 
         # statistics and postings of the searchable ones
@@ -459,17 +449,11 @@ class MemoryIndex:
         return _csr_overlap(self._eflat, a["e_start"][pos], a["e_len"][pos],
                             np.asarray(want, np.int64)).astype(np.int16)
 
-    def _position(self, rowid: int) -> int | None:
-        p = int(self._where[rowid]) if 0 <= rowid < len(self._where) else -1
-        return None if p < 0 else p
-
     def _positions(self, rowids: Sequence[int]) -> np.ndarray:
-        r = np.asarray(rowids, np.int64).reshape(-1)
-        inside = (r >= 0) & (r < len(self._where))
-        pos = np.full(len(r), -1, np.int64)
-        pos[inside] = self._where[r[inside]]
+        pos = self._where.lookup(rowids)
         if (pos < 0).any():
-            raise InvalidInput("rowids", "unknown rowid", int(r[np.flatnonzero(pos < 0)[0]]))
+            raise InvalidInput("rowids", "unknown rowid",
+                               int(np.asarray(rowids).reshape(-1)[np.flatnonzero(pos < 0)[0]]))
         return pos
 
     def feature_columns(self, rowids: Sequence[int]) -> dict[str, Any]:

@@ -449,7 +449,8 @@ class Repository:
         Arrays: rowids, importance, access_count, mention_count, timestamp, event_time and
         last_accessed (NaN when null), emotion_max (max |emotion|, raw), layer and cognitive
         (features.LAYER_CODES / COGNITIVE_CODES), pinned, text_len; lists: texts, ids; terms: the
-        indexed term sets (:class:`~memlab.recall.features.ListTermSets`). One query for all rowids; an unknown rowid raises InvalidInput.
+        indexed term sets (:class:`~memlab.recall.features.ListTermSets`). One query for all
+        rowids; an unknown rowid raises InvalidInput.
         """
         rows = self._by_rowid(
             "SELECT rowid, id, text, importance, access_count, mention_count, timestamp, "
