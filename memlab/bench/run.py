@@ -233,6 +233,7 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
     """Presets side by side: overall metrics, then recall@10 per category."""
     overall = pd.DataFrame({r.name: r.aggregate.loc["all"] for r in out.results}).T
     cols = [m for m in metrics if m in overall.columns] + ["n"]
+    overall["n"] = overall["n"].astype(int)  # a count: the transpose made it float
     lines = [f"dataset {out.dataset.card.name} {out.dataset.card.version}  "
              f"({out.counts.get('questions', 0)} questions, {out.counts.get('items', 0)} items, "
              f"embedder {out.embedder_version})", "",
