@@ -92,6 +92,15 @@ class PresetResult:
     rankings: dict[str, list[str]]
     timings: dict[str, float] = field(default_factory=dict)
 
+    def ranking_counts(self) -> dict[str, int]:
+        """Questions whose ranking is empty, and shorter than bench.k and than the largest
+        cut-off (a conversation with fewer memories, or a relevance floor, leaves it short)."""
+        lengths = np.fromiter(map(len, self.rankings.values()), int, len(self.rankings))
+        out = {"empty": int((lengths == 0).sum())}
+        for k in sorted({self.config.bench.k, max(self.config.bench.ks)}):
+            out[f"fewer_than_{k}"] = int((lengths < k).sum())
+        return out
+
 
 @dataclass
 class BenchOutcome:
@@ -130,6 +139,7 @@ class BenchOutcome:
             "embedder": self.embedder_version,
             "metrics": pick(overall),
             "per_category": pick(per_cat),
+            "ranking": pick(PresetResult.ranking_counts),
             "timings": {**{k: round(v, 3) for k, v in self.timings.items()},
                         **{f"score_{r.name}": round(r.timings.get("score", 0.0), 3)
                            for r in self.results}},
@@ -216,7 +226,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                 sq = M.evaluate(M.to_sessions(rankings, item_sess), M.to_sessions(qrels, item_sess),
                                 ks=cfg.bench.ks)
                 sess_agg = M.aggregate(sq)
-            per_query = per_query.assign(category=cats)
+            per_query = per_query.assign(category=cats,
+                                         ranked=[len(rankings[q]) for q in per_query.index])
             results.append(PresetResult(name, cfg, per_query, agg, sess_agg, rankings,
                                         {"score": t_score}))
     finally:
@@ -238,6 +249,10 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
              f"({out.counts.get('questions', 0)} questions, {out.counts.get('items', 0)} items, "
              f"embedder {out.embedder_version})", "",
              overall[cols].to_string(float_format=lambda v: f"{v:.3f}")]
+    short = pd.DataFrame({r.name: r.ranking_counts() for r in out.results}).T
+    short.columns = [c.replace("fewer_than_", "<") for c in short.columns]
+    short["of"] = overall["n"]
+    lines += ["", "questions ranked fewer memories than k", short.to_string()]
     sess = {r.name: r.session_aggregate.loc["all"] for r in out.results
             if r.session_aggregate is not None}
     if sess:

@@ -36,3 +36,62 @@ def test_the_question_count_n_prints_as_an_integer(tiny_bench_folder, hashing_cf
     rows = block(format_table(out))
     assert rows[0][-1] == "n"
     assert [r[-1] for r in rows[1:]] == ["4", "4"]      # 4 questions, not 4.000
+
+
+# ----------------------------------------------------------------------------- short rankings
+
+FRUIT = ["apple", "banana", "cherry", "durian", "elderberry", "fig",
+         "苹果", "香蕉", "樱桃", "榴莲", "葡萄", "西瓜"]
+
+
+@pytest.fixture
+def short_folder(tmp_path, tiny_bench):
+    """The tiny dataset plus u3, asked before its only item is written (an empty ranking), and u4,
+    twelve unrelated one-word items (6 en, 6 zh) all written before its question.
+
+    With the relevance floor at 0, every written item is a candidate (the dense pool holds
+    max(12, 4 * 20) = 80) and none is a near duplicate, so a question ranks as many memories as
+    its conversation holds when it is asked: u1 3 (i4 is written on day 30), u2 2, u3 0, u4 12.
+    Against k = 10 and the largest cut-off 20: 1 empty, 5 below 10, 6 below 20."""
+    from conftest import day
+    from memlab.bench.datasets.canonical import Dataset, Item, Question, write_dataset
+
+    items = list(tiny_bench.items) + [Item("u3", "i1", "s1", "Cy", "I moved to Lyon", day(30))]
+    items += [Item("u4", f"i{n}", "s1", "Di", word, day(n + 1)) for n, word in enumerate(FRUIT)]
+    questions = list(tiny_bench.questions) + [
+        Question("u3", "q1", "where did Cy move", day(10), "travel", ("i1",)),
+        Question("u4", "q1", "樱桃 cherry", day(20), "things", ("i2", "i8"))]
+    return write_dataset(Dataset(tiny_bench.card, items, questions), tmp_path / "short")
+
+
+RANKED = {"u1::q1": 3, "u1::q2": 3, "u1::q3": 3, "u2::q1": 2, "u3::q1": 0, "u4::q1": 12}
+
+
+def test_rankings_shorter_than_k_are_counted_per_preset(short_folder, hashing_cfg):
+    out = run_bench(dataset=str(short_folder), presets=two_presets(hashing_cfg), progress=False)
+    for r in out.results:
+        assert {q: len(v) for q, v in r.rankings.items()} == RANKED
+        assert r.per_query["ranked"].to_dict() == RANKED            # per question, in the CSV
+    counts = {"empty": 1, "fewer_than_10": 5, "fewer_than_20": 6}
+    ranking = out.to_json()["ranking"]
+    assert {name: {k: v for k, v in ranking[name].items() if k in counts}
+            for name in ("cos", "rrf")} == {"cos": counts, "rrf": counts}
+
+    rows = block(format_table(out), "questions ranked fewer memories than k")
+    assert rows[0] == ["empty", "<10", "<20", "of"]
+    assert rows[1:] == [["cos", "1", "5", "6", "6"], ["rrf", "1", "5", "6", "6"]]
+
+
+def test_one_preset_reports_its_ranking_counts_flat(short_folder, hashing_cfg):
+    out = run_bench(dataset=str(short_folder), presets=[("only", hashing_cfg)], progress=False)
+    ranking = out.to_json()["ranking"]
+    assert ranking["empty"] == 1 and ranking["fewer_than_10"] == 5
+
+
+def test_bench_k_above_the_cut_offs_is_counted_against_itself(short_folder, hashing_cfg):
+    """bench.k = 12 (> no cut-off but < 20): u4's 12 memories reach it, the others do not."""
+    cfg = hashing_cfg.replace(**{"bench.k": 12})
+    out = run_bench(dataset=str(short_folder), presets=[("only", cfg)], progress=False)
+    ranking = out.to_json()["ranking"]
+    assert ranking["fewer_than_12"] == 5 and ranking["fewer_than_20"] == 6
+    assert "fewer_than_10" not in ranking
