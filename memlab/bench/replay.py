@@ -55,6 +55,12 @@ def check_template(template: str) -> str:
 ROWS_PER_CONVERSATION = 10 ** 7
 
 
+def ranked_per_question(cfg: MemlabConfig) -> int:
+    """Memories a benchmark ranks per question: the largest cut-off of bench.ks (the metrics need
+    it), or bench.k when that is larger. recall.k (live recall()'s default) plays no part."""
+    return max(cfg.bench.k, max(cfg.bench.ks))
+
+
 def render_item(item: Item, template: str) -> str:
     """An item as indexed: ``template`` with {speaker}, {text}, {date}, {session_id}."""
     check_template(template)
@@ -141,7 +147,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
 
     timings: Counter[str] = Counter()
     counts: Counter[str] = Counter()
-    template, k = cfg.bench.render_template, max(cfg.bench.k, max(cfg.bench.ks))
+    template, k = cfg.bench.render_template, ranked_per_question(cfg)
     t0 = time.perf_counter()
     conv_items = {c: ds.items_of(c) for c in ds.conversations()}
     conv_questions = {c: sorted(ds.questions_of(c), key=lambda q: q.asked_at)

@@ -20,7 +20,7 @@ import pandas as pd
 from memlab.bench import metrics as M
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
-from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, replay
+from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
 from memlab.config import MemlabConfig, describe
 from memlab.errors import ConfigError, EmbeddingUnavailable
 from memlab.recall.score import score as score_table
@@ -56,11 +56,11 @@ def features_key(cfg: MemlabConfig) -> str:
 
 
 def rank(rep: Replayed, cfg: MemlabConfig) -> dict[str, list[str]]:
-    """Score the raw signals with ``cfg`` and select up to max(bench.ks) memories per question.
+    """Score the raw signals with ``cfg`` and select up to `ranked_per_question` memories each.
 
     Keys are ``conversation_id::query_id``; items are ``conversation_id::item_id`` (item ids are
     only unique within a conversation)."""
-    k = max(max(cfg.bench.ks), cfg.bench.k)
+    k = ranked_per_question(cfg)
     table = rep.features.table
     out: dict[str, list[str]] = {}
     keys = [f"{c}::{q}" for c, q in zip(rep.questions["conversation_id"], rep.questions["query_id"])]
@@ -96,7 +96,7 @@ class PresetResult:
         """Questions whose ranking is empty, and shorter than bench.k and than the largest
         cut-off (a conversation with fewer memories, or a relevance floor, leaves it short)."""
         lengths = np.fromiter(map(len, self.rankings.values()), int, len(self.rankings))
-        out = {"empty": int((lengths == 0).sum())}
+        out = {"per_question": ranked_per_question(self.config), "empty": int((lengths == 0).sum())}
         for k in sorted({self.config.bench.k, max(self.config.bench.ks)}):
             out[f"fewer_than_{k}"] = int((lengths < k).sum())
         return out
@@ -239,6 +239,19 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                         embedder.version if embedder is not None else "none (lexical only)")
 
 
+def _ranked_line(results: Sequence[PresetResult]) -> str:
+    """How many memories each question ranks, and why (not recall.k)."""
+    per = {r.name: ranked_per_question(r.config) for r in results}
+    c = results[0].config
+    if len(set(per.values())) == 1:
+        return (f"each question ranks up to {per[results[0].name]} memories: max(bench.k = "
+                f"{c.bench.k}, largest cut-off of bench.ks = {max(c.bench.ks)}); recall.k "
+                f"({c.recall.k}) is live recall()'s default, unused here")
+    return ("each question ranks up to: " + ", ".join(f"{n} {v}" for n, v in per.items())
+            + " memories (max(bench.k, max(bench.ks)) per preset); recall.k is live recall()'s "
+            "default, unused here")
+
+
 def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "recall@10",
                                                                    "ndcg@10", "mrr")) -> str:
     """Presets side by side: overall metrics, then recall@10 per category."""
@@ -247,9 +260,10 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
     overall["n"] = overall["n"].astype(int)  # a count: the transpose made it float
     lines = [f"dataset {out.dataset.card.name} {out.dataset.card.version}  "
              f"({out.counts.get('questions', 0)} questions, {out.counts.get('items', 0)} items, "
-             f"embedder {out.embedder_version})", "",
+             f"embedder {out.embedder_version})", _ranked_line(out.results), "",
              overall[cols].to_string(float_format=lambda v: f"{v:.3f}")]
-    short = pd.DataFrame({r.name: r.ranking_counts() for r in out.results}).T
+    short = pd.DataFrame({r.name: r.ranking_counts() for r in out.results}).T.drop(
+        columns="per_question")  # said in the header
     short.columns = [c.replace("fewer_than_", "<") for c in short.columns]
     short["of"] = overall["n"]
     lines += ["", "questions ranked fewer memories than k", short.to_string()]

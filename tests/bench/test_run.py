@@ -258,6 +258,7 @@ def test_track_outcome_logs_a_parent_and_one_run_per_preset(tiny_bench_folder, h
         assert m["n"] == 4 and m["n/pets"] == 1
         # u1 holds 3 memories on day 10, u2 2: every ranking is short of 10, none is empty
         assert (m["ranked_empty"], m["ranked_fewer_than_10"], m["ranked_fewer_than_20"]) == (0, 4, 4)
+        assert m["ranked_per_question"] == 20                      # max(bench.k, max(bench.ks))
         assert _artifact_names(client, run.info.run_id) >= {
             "config.yaml", "per_query.csv", "recall_curve.png", "per_category.png"}
     # the logged config YAML is the preset's config

@@ -19,7 +19,8 @@ def block(table: str, title: str | None = None) -> list[list[str]]:
     """The rows (split on spaces) of the table block that follows ``title`` (None: the first
     block after the header line), up to the next blank line."""
     lines = table.splitlines()
-    start = 2 if title is None else next(i for i, ln in enumerate(lines) if ln.startswith(title)) + 1
+    start = (lines.index("") if title is None
+             else next(i for i, ln in enumerate(lines) if ln.startswith(title))) + 1
     rows = []
     for ln in lines[start:]:
         if not ln.strip():
@@ -95,3 +96,30 @@ def test_bench_k_above_the_cut_offs_is_counted_against_itself(short_folder, hash
     ranking = out.to_json()["ranking"]
     assert ranking["fewer_than_12"] == 5 and ranking["fewer_than_20"] == 6
     assert "fewer_than_10" not in ranking
+
+
+# ----------------------------------------------------------------------------- what is ranked
+
+def test_the_header_says_how_many_memories_are_ranked_and_why(tiny_bench_folder, hashing_cfg):
+    """bench.k 10, bench.ks up to 20: 20 are ranked (the metrics need the largest cut-off);
+    recall.k (8) is live recall()'s default, which a benchmark does not use."""
+    out = run_bench(dataset=str(tiny_bench_folder), presets=two_presets(hashing_cfg),
+                    progress=False)
+    header = format_table(out).splitlines()[1]
+    assert header == ("each question ranks up to 20 memories: max(bench.k = 10, largest cut-off "
+                      "of bench.ks = 20); recall.k (8) is live recall()'s default, unused here")
+    assert out.to_json()["ranking"]["cos"]["per_question"] == 20
+
+
+def test_bench_k_above_every_cut_off_is_what_is_ranked(tiny_bench_folder, hashing_cfg):
+    presets = [("a", hashing_cfg.replace(**{"bench.k": 30})), ("b", hashing_cfg)]
+    out = run_bench(dataset=str(tiny_bench_folder), presets=presets, progress=False)
+    assert {n: v["per_question"] for n, v in out.to_json()["ranking"].items()} == {"a": 30, "b": 20}
+    assert "each question ranks up to: a 30, b 20 memories" in format_table(out)
+
+
+def test_bench_k_says_what_it_does():
+    from memlab.config import describe
+
+    (row,) = [r for r in describe() if r["key"] == "bench.k"]
+    assert "max(k, max(ks))" in row["description"] and "recall.k" in row["description"]
