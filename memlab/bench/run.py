@@ -22,7 +22,7 @@ from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
 from memlab.config import MemlabConfig, describe
-from memlab.errors import ConfigError, EmbeddingUnavailable
+from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput
 from memlab.recall.score import score as score_table
 from memlab.recall.select import select
 
@@ -252,9 +252,25 @@ def _ranked_line(results: Sequence[PresetResult]) -> str:
             "default, unused here")
 
 
+def check_metrics(names: Sequence[str], configs: Sequence[MemlabConfig]) -> tuple[str, ...]:
+    """``names`` if the benchmark computes each for every config (families over bench.ks, and
+    mrr); otherwise an InvalidInput naming the valid ones."""
+    valid = [c for c, _, _ in M.metric_columns(ks=configs[0].bench.ks)]
+    for cfg in configs[1:]:
+        have = {c for c, _, _ in M.metric_columns(ks=cfg.bench.ks)}
+        valid = [c for c in valid if c in have]
+    for name in list(names) or [""]:
+        if name not in valid:
+            raise InvalidInput("metric", "not a metric this benchmark computes; valid (cut-offs "
+                               f"from bench.ks): {', '.join(valid)}", name)
+    return tuple(names)
+
+
 def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "recall@10",
-                                                                   "ndcg@10", "mrr")) -> str:
-    """Presets side by side: overall metrics, then recall@10 per category."""
+                                                                   "ndcg@10", "mrr"),
+                 per_category: Sequence[str] | None = None) -> str:
+    """Presets side by side: overall metrics, then ``per_category`` (default recall@10) per
+    category, one block per metric."""
     overall = pd.DataFrame({r.name: r.aggregate.loc["all"] for r in out.results}).T
     cols = [m for m in metrics if m in overall.columns] + ["n"]
     overall["n"] = overall["n"].astype(int)  # a count: the transpose made it float
@@ -274,10 +290,14 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
         lines += ["", "session level", s[[c for c in ("recall@5", "recall@10", "ndcg@10")
                                            if c in s.columns]].to_string(
             float_format=lambda v: f"{v:.3f}")]
-    metric = "recall@10" if "recall@10" in overall.columns else cols[0]
-    per_cat = pd.DataFrame({r.name: r.aggregate.drop(index="all")[metric] for r in out.results})
-    per_cat["n"] = out.results[0].aggregate.drop(index="all")["n"]
-    lines += ["", f"{metric} per category", per_cat.to_string(float_format=lambda v: f"{v:.3f}")]
+    if per_category is None:
+        per_category = ["recall@10" if "recall@10" in overall.columns else cols[0]]
+    for metric in check_metrics(per_category, [r.config for r in out.results]):
+        per_cat = pd.DataFrame({r.name: r.aggregate.drop(index="all")[metric]
+                                for r in out.results})
+        per_cat["n"] = out.results[0].aggregate.drop(index="all")["n"]
+        lines += ["", f"{metric} per category",
+                  per_cat.to_string(float_format=lambda v: f"{v:.3f}")]
     t = out.timings
     lines += ["", "timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()
                                              if k != "peak_rss_mb")

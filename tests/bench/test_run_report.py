@@ -123,3 +123,62 @@ def test_bench_k_says_what_it_does():
 
     (row,) = [r for r in describe() if r["key"] == "bench.k"]
     assert "max(k, max(ks))" in row["description"] and "recall.k" in row["description"]
+
+
+# ----------------------------------------------------------------------------- --metric
+
+@pytest.fixture
+def cli():
+    from typer.testing import CliRunner
+
+    from memlab.cli import app
+
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def per_category(table: str, metric: str) -> dict[str, list[str]]:
+    rows = block(table, f"{metric} per category")
+    return {r[0]: r[1:] for r in rows[2:]}                 # minus the header and 'category'
+
+
+def test_per_category_tables_show_the_metrics_asked_for(tiny_bench_folder, hashing_cfg):
+    """u1::q3's gold ranks 2nd (see tests/conftest.py): mrr 0.5 and ndcg@10 1/log2(3) = 0.631
+    in 'things', 1 in the categories whose gold ranks first, 0 in 'travel'."""
+    out = run_bench(dataset=str(tiny_bench_folder), presets=two_presets(hashing_cfg),
+                    progress=False)
+    table = format_table(out, per_category=["ndcg@10", "mrr"])
+    assert "recall@10 per category" not in table
+    assert per_category(table, "mrr")["things"] == ["0.500", "0.500", "1"]
+    assert per_category(table, "ndcg@10")["things"] == ["0.631", "0.631", "1"]
+    assert per_category(table, "ndcg@10")["travel"] == ["0.000", "0.000", "1"]
+    assert "recall@10 per category" in format_table(out)                 # the default
+
+
+def test_an_unknown_per_category_metric_names_the_valid_ones(tiny_bench_folder, hashing_cfg):
+    from memlab.errors import InvalidInput
+
+    out = run_bench(dataset=str(tiny_bench_folder), presets=[("x", hashing_cfg)], progress=False)
+    with pytest.raises(InvalidInput) as err:
+        format_table(out, per_category=["recall@7"])                   # 7 is not in bench.ks
+    assert err.value.value == "recall@7"
+    for valid in ("recall@10", "ndcg@20", "recall_any@1", "mrr"):
+        assert valid in err.value.rule
+
+
+def test_cli_metric_takes_a_comma_list_or_repeats(cli, tiny_bench_folder, hashing_yaml, tmp_path):
+    res = cli("bench", "--dataset", tiny_bench_folder, "--config", hashing_yaml, "--no-track",
+              "--out-dir", tmp_path / "r", "-q", "--metric", "ndcg@10,mrr", "--metric", "recall@1")
+    assert res.exit_code == 0, res.output
+    assert per_category(res.stdout, "mrr")["things"] == ["0.500", "1"]
+    assert per_category(res.stdout, "recall@1")["things"] == ["0.000", "1"]
+    assert per_category(res.stdout, "ndcg@10")["pets"] == ["1.000", "1"]
+    assert "recall@10 per category" not in res.stdout
+
+
+def test_cli_unknown_metric_exits_2_before_running(cli, tiny_bench_folder, hashing_yaml, tmp_path):
+    res = cli("bench", "--dataset", tiny_bench_folder, "--config", hashing_yaml, "--no-track",
+              "--out-dir", tmp_path / "r", "-q", "--metric", "mrr,recal@10")
+    assert res.exit_code == 2
+    assert "'recal@10'" in res.stderr and "recall@10" in res.stderr and "ndcg@20" in res.stderr
+    assert not (tmp_path / "r").exists()
