@@ -42,6 +42,10 @@ def bench(
     no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
     experiment: str = typer.Option("memlab-bench", "--experiment", help="MLflow experiment."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    lexical_only: bool = typer.Option(
+        False, "--lexical-only", help="Rank with the lexical routes only: no embedder is loaded "
+        "and every preset runs with recall.use_dense false. Without it an embedder that cannot "
+        "load stops the run (unless no preset uses the dense route)."),
     metric: Optional[List[str]] = typer.Option(
         None, "--metric", help="Metric(s) of the per-category tables, repeatable or a comma "
         "list, e.g. ndcg@10,mrr (default recall@10; cut-offs from bench.ks)."),
@@ -64,7 +68,7 @@ def bench(
                                           if m.strip()], [cfg for _, cfg in presets])
         out = run_bench(dataset=dataset, presets=presets, path=path,
                         dataset_options=_dataset_options(option), limit=limit,
-                        progress=not quiet)
+                        progress=not quiet, lexical_only=lexical_only)
     except MemlabError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)

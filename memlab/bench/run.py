@@ -168,12 +168,18 @@ def _has_sessions(rep: Replayed) -> bool:
 
 def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path: str | None = None,
               dataset_options: Mapping[str, Any] | None = None, limit: int | None = None,
-              progress: bool = True, embedder=None) -> BenchOutcome:
-    """Run every preset on one dataset; presets that share candidate settings share one replay."""
+              progress: bool = True, embedder=None, lexical_only: bool = False) -> BenchOutcome:
+    """Run every preset on one dataset; presets that share candidate settings share one replay.
+
+    An embedder that cannot load stops the run (EmbeddingUnavailable) unless lexical ranking was
+    asked for: ``lexical_only`` (no embedder is loaded and every preset runs with
+    recall.use_dense false, as recorded), or every preset has recall.use_dense false."""
     from memlab.embed import make_embedder
 
     if not presets:
         raise ConfigError("presets", "at least one preset", [])
+    if lexical_only:
+        presets = [(name, cfg.replace(**{"recall.use_dense": False})) for name, cfg in presets]
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     ds = registry.load(dataset, path=path, **dict(dataset_options or {}))
@@ -191,12 +197,19 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
         raise ConfigError("embedding", "presets compared in one run must share the embedder",
                           sorted(versions))
     base = presets[0][1]
-    if embedder is None:
+    no_embedder = "none (lexical only, as asked)"
+    if embedder is None and not lexical_only:
         try:
             embedder = make_embedder(base)
         except EmbeddingUnavailable as exc:
-            print(f"warning: embedder unavailable ({exc}); lexical routes only", file=sys.stderr)
-            embedder = None
+            e = base.embedding
+            what = f"{e.backend!r}" + (f" (model {e.model_path})" if e.model_path else "")
+            if any(cfg.recall.use_dense for _, cfg in presets):
+                raise EmbeddingUnavailable(
+                    f"embedder {what} cannot load: {exc}. The benchmark stops rather than rank "
+                    "with the lexical routes only; fix the embedder, or ask for lexical ranking "
+                    "(--lexical-only, or presets with recall.use_dense: false)") from exc
+            no_embedder = f"none (every preset is lexical; embedder {what} cannot load: {exc})"
     cache = open_cache(base)
     groups: dict[str, Replayed] = {}
     results: list[PresetResult] = []
@@ -236,7 +249,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     timings["total"] = time.perf_counter() - t0
     timings["peak_rss_mb"] = _peak_rss_mb()
     return BenchOutcome(ds, results, timings, counts,
-                        embedder.version if embedder is not None else "none (lexical only)")
+                        embedder.version if embedder is not None else no_embedder)
 
 
 def _ranked_line(results: Sequence[PresetResult]) -> str:

@@ -182,3 +182,69 @@ def test_cli_unknown_metric_exits_2_before_running(cli, tiny_bench_folder, hashi
     assert res.exit_code == 2
     assert "'recal@10'" in res.stderr and "recall@10" in res.stderr and "ndcg@20" in res.stderr
     assert not (tmp_path / "r").exists()
+
+
+# ----------------------------------------------------------------------------- embedder failure
+
+MISSING_MODEL = "/nonexistent/memlab-test-model"
+
+
+@pytest.fixture
+def broken_cfg(hashing_cfg):
+    """A sentence-transformers model that is not there: make_embedder raises EmbeddingUnavailable."""
+    return hashing_cfg.replace(**{"embedding.backend": "sentence-transformers",
+                                  "embedding.model_path": MISSING_MODEL})
+
+
+def test_an_embedder_that_cannot_load_stops_the_benchmark(tiny_bench_folder, broken_cfg):
+    from memlab.errors import EmbeddingUnavailable
+
+    with pytest.raises(EmbeddingUnavailable) as err:
+        run_bench(dataset=str(tiny_bench_folder), presets=two_presets(broken_cfg), progress=False)
+    msg = str(err.value)
+    assert "sentence-transformers" in msg and MISSING_MODEL in msg          # the embedder
+    assert "neither a local folder nor an installed model package" in msg   # the cause
+    assert "--lexical-only" in msg and "recall.use_dense" in msg            # the way out
+
+
+def test_one_dense_preset_is_enough_to_stop(tiny_bench_folder, broken_cfg):
+    from memlab.errors import EmbeddingUnavailable
+
+    presets = [("bm25", broken_cfg.replace(**{"recall.use_dense": False})), ("dense", broken_cfg)]
+    with pytest.raises(EmbeddingUnavailable):
+        run_bench(dataset=str(tiny_bench_folder), presets=presets, progress=False)
+
+
+def test_lexical_presets_run_without_the_embedder(tiny_bench_folder, broken_cfg):
+    """Every preset has recall.use_dense: false: the user asked for lexical ranking."""
+    cfg = broken_cfg.replace(**{"recall.use_dense": False, "fusion.scorer": "bm25"})
+    out = run_bench(dataset=str(tiny_bench_folder), presets=[("bm25", cfg)], progress=False)
+    assert out.embedder_version.startswith("none (")
+    assert "sentence-transformers" in out.embedder_version
+    # u1::q1 "cat named Momo" shares its terms only with its gold item (tests/conftest.py)
+    assert out.results[0].per_query.loc["u1::q1", "recall@1"] == 1.0
+
+
+def test_lexical_only_runs_every_preset_lexically_and_records_it(tiny_bench_folder, broken_cfg):
+    out = run_bench(dataset=str(tiny_bench_folder), presets=two_presets(broken_cfg),
+                    lexical_only=True, progress=False)
+    assert out.embedder_version == "none (lexical only, as asked)"
+    report = out.to_json()
+    assert {c["recall.use_dense"] for c in report["config"].values()} == {False}
+    rrf = out.results[1]                 # fuses ranks: BM25's alone here, which finds Momo first
+    assert rrf.name == "rrf" and rrf.per_query.loc["u1::q1", "recall@1"] == 1.0
+
+
+def test_cli_lexical_only(cli, tiny_bench_folder, hashing_yaml, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(hashing_yaml.read_text().replace(
+        "backend: hashing", f"backend: sentence-transformers\n  model_path: {MISSING_MODEL}"),
+        encoding="utf-8")
+    args = ("bench", "--dataset", tiny_bench_folder, "--config", broken, "--no-track", "-q",
+            "--out-dir", tmp_path / "r")
+    res = cli(*args)
+    assert res.exit_code == 2 and MISSING_MODEL in res.stderr
+    assert not (tmp_path / "r").exists()
+    res = cli(*args, "--lexical-only")
+    assert res.exit_code == 0, res.output
+    assert "embedder none (lexical only, as asked)" in res.stdout
