@@ -22,7 +22,7 @@ from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
 from memlab.config import MemlabConfig, describe
-from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput
+from memlab.errors import ConfigError, DatasetError, EmbeddingUnavailable, InvalidInput
 from memlab.recall.score import score as score_table
 from memlab.recall.select import select
 
@@ -166,6 +166,16 @@ def _has_sessions(rep: Replayed) -> bool:
     return any(len(v) > 1 for v in per_conv.values())
 
 
+def _nothing_to_evaluate(loaded: int, limit: int | None, no_gold: int, dropped: int) -> str:
+    """Why a dataset left no question to evaluate."""
+    by_loader = f" ({dropped} records dropped by the loader: see its report)" if dropped else ""
+    if not loaded:
+        return "holds no question (empty?): nothing to evaluate" + by_loader
+    if not no_gold:
+        return f"--limit {limit} leaves no question of {loaded}"
+    return f"has no question with gold evidence ({no_gold} questions, none with evidence)"
+
+
 def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path: str | None = None,
               dataset_options: Mapping[str, Any] | None = None, limit: int | None = None,
               progress: bool = True, embedder=None, lexical_only: bool = False) -> BenchOutcome:
@@ -183,6 +193,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     ds = registry.load(dataset, path=path, **dict(dataset_options or {}))
+    loaded = len(ds.questions)
     if limit is not None:
         ds = ds.subset(limit_questions=limit)
     no_gold = sum(1 for q in ds.questions if not q.evidence)
@@ -190,7 +201,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
         ds = Dataset(card=ds.card, items=ds.items,
                      questions=tuple(q for q in ds.questions if q.evidence), report=ds.report)
     if not ds.questions:
-        raise ConfigError("dataset", "no question with gold evidence to evaluate", dataset)
+        raise DatasetError(ds.report.questions_file or str(dataset), _nothing_to_evaluate(
+            loaded, limit, no_gold, sum(ds.report.dropped.values())))
     timings["load"] = time.perf_counter() - t0
     versions = {p.embedding.model_dump_json() for _, p in presets}
     if len(versions) > 1:

@@ -5,9 +5,16 @@ The tiny dataset of tests/conftest.py throughout (hashing embedder)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
 from memlab.bench.run import format_table, run_bench
+
+
+def day(n: float) -> datetime:
+    """``n`` days after 2024-01-01T00:00Z (as in tests/conftest.py)."""
+    return datetime(2024, 1, 1, tzinfo=timezone.utc) + timedelta(days=n)
 
 
 def two_presets(cfg):
@@ -54,7 +61,6 @@ def short_folder(tmp_path, tiny_bench):
     max(12, 4 * 20) = 80) and none is a near duplicate, so a question ranks as many memories as
     its conversation holds when it is asked: u1 3 (i4 is written on day 30), u2 2, u3 0, u4 12.
     Against k = 10 and the largest cut-off 20: 1 empty, 5 below 10, 6 below 20."""
-    from conftest import day
     from memlab.bench.datasets.canonical import Dataset, Item, Question, write_dataset
 
     items = list(tiny_bench.items) + [Item("u3", "i1", "s1", "Cy", "I moved to Lyon", day(30))]
@@ -248,3 +254,41 @@ def test_cli_lexical_only(cli, tiny_bench_folder, hashing_yaml, tmp_path):
     res = cli(*args, "--lexical-only")
     assert res.exit_code == 0, res.output
     assert "embedder none (lexical only, as asked)" in res.stdout
+
+
+# ----------------------------------------------------------------------------- nothing to evaluate
+
+def test_an_empty_queries_file_is_named(tiny_bench_folder, hashing_cfg):
+    from memlab.errors import DatasetError
+
+    queries = tiny_bench_folder / "queries.jsonl"
+    queries.write_text("\n", encoding="utf-8")
+    with pytest.raises(DatasetError) as err:
+        run_bench(dataset=str(tiny_bench_folder), presets=[("x", hashing_cfg)], progress=False)
+    assert err.value.file == str(queries)
+    assert str(err.value).startswith(f"{queries}: ")
+    assert "holds no question" in err.value.rule
+
+
+def test_questions_without_evidence_only_name_the_file(tiny_bench, tmp_path, hashing_cfg):
+    from dataclasses import replace
+
+    from memlab.bench.datasets.canonical import Dataset, write_dataset
+    from memlab.errors import DatasetError
+
+    qs = tuple(replace(q, evidence=()) for q in tiny_bench.questions)
+    folder = write_dataset(Dataset(tiny_bench.card, tiny_bench.items, qs), tmp_path / "no-gold")
+    with pytest.raises(DatasetError) as err:
+        run_bench(dataset=str(folder), presets=[("x", hashing_cfg)], progress=False)
+    assert err.value.file == str(folder / "queries.jsonl")
+    assert "no question with gold evidence (4 questions, none with evidence)" in err.value.rule
+
+
+def test_a_limit_of_zero_says_so(tiny_bench_folder, hashing_cfg):
+    from memlab.errors import DatasetError
+
+    with pytest.raises(DatasetError) as err:
+        run_bench(dataset=str(tiny_bench_folder), presets=[("x", hashing_cfg)], limit=0,
+                  progress=False)
+    assert err.value.file == str(tiny_bench_folder / "queries.jsonl")
+    assert err.value.rule == "--limit 0 leaves no question of 4"

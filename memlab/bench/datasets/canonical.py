@@ -21,6 +21,7 @@ public benchmarks drop such questions and count them.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -171,10 +172,12 @@ class Question:
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What a loader dropped (reason -> count) and notes worth reading (quirks repaired, choices made)."""
+    """What a loader dropped (reason -> count) and notes worth reading (quirks repaired, choices made);
+    ``questions_file``: the file the questions were read from (named by messages about them)."""
 
     dropped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    questions_file: str | None = None
 
     def __str__(self) -> str:
         lines = [f"dropped {sum(self.dropped.values())}" + (":" if self.dropped else "")]
@@ -422,7 +425,8 @@ def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = No
                 raise _fail(queries_file, f"evidence names no item of conversation {f['conversation_id']!r} "
                             f"in {ITEMS_FILE}", line=n, field="evidence", value=ev)
         questions.append(Question(**f))
-    return Dataset(card=card, items=tuple(items), questions=tuple(questions), report=report or LoadReport())
+    report = dataclasses.replace(report or LoadReport(), questions_file=str(queries_file))
+    return Dataset(card=card, items=tuple(items), questions=tuple(questions), report=report)
 
 
 # ----------------------------------------------------------------------------- writing

@@ -189,4 +189,5 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
                 description="LoCoMo: very long two-person chats; questions with gold evidence turns "
                             "(D<session>:<turn>)")
     return Dataset(card=card, items=tuple(items), questions=tuple(questions),
-                   report=LoadReport(dropped=dict(dropped), notes=notes))
+                   report=LoadReport(dropped=dict(dropped), notes=notes,
+                                     questions_file=str(file)))

@@ -173,4 +173,5 @@ def load_longmemeval(path: str | os.PathLike[str], *, granularity: Literal["turn
     notes = [f"granularity={granularity}; abstention={abstention}",
              "questions dropped take their haystack with them (each question is its own conversation)"]
     return Dataset(card=_card(file, name, granularity, abstention), items=tuple(items), questions=tuple(questions),
-                   report=LoadReport(dropped=dict(dropped), notes=notes))
+                   report=LoadReport(dropped=dict(dropped), notes=notes,
+                                     questions_file=str(file)))

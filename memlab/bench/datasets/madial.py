@@ -217,7 +217,8 @@ def load_madial(path: str | os.PathLike[str], *, language: str | None = None,
     if lang == "en":
         notes.append("English entries take their owner from the Chinese memory file (same ids)")
     return Dataset(card=card, items=tuple(items), questions=tuple(questions),
-                   report=LoadReport(dropped=dict(dropped), notes=notes))
+                   report=LoadReport(dropped=dict(dropped), notes=notes,
+                                     questions_file=str(dialogue_file)))
 
 
 def load_madial_zh(path: str | os.PathLike[str], **options: Any) -> Dataset:

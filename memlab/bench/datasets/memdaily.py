@@ -234,4 +234,5 @@ def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0
                 description="MemDaily (MemSim): short streams of user messages, one question each with gold "
                             "message ids (target_step_id)" + (f"; {noise}x distractors" if noise else ""))
     return Dataset(card=card, items=tuple(items), questions=tuple(questions),
-                   report=LoadReport(dropped=dict(dropped), notes=notes))
+                   report=LoadReport(dropped=dict(dropped), notes=notes,
+                                     questions_file=str(mdir)))
