@@ -135,8 +135,29 @@ class Card:
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Where a record was read, for messages about it later (a replay the store refuses): the file,
+    the 1-based line of a JSON Lines file, the record's path inside a JSON document (``where``), and
+    the source's own name of the field that became ``text``."""
+
+    file: str
+    line: int | None = None
+    where: str | None = None
+    text_field: str = "text"
+
+    def error(self, rule: str, *, field: str, value: Any = None) -> DatasetError:
+        """A `DatasetError` about ``field`` (a canonical field name) of this record."""
+        name = self.text_field if field == "text" else field
+        return DatasetError(self.file, rule, line=self.line, value=value,
+                            field=f"{self.where}.{name}" if self.where else name)
+
+
+@dataclass(frozen=True)
 class Item:
-    """One thing to memorise (a turn, a message, a memory entry) at an aware timestamp."""
+    """One thing to memorise (a turn, a message, a memory entry) at an aware timestamp.
+
+    ``origin`` (where a loader read it; None when made in memory) takes no part in equality,
+    serialisation or the content hash."""
 
     conversation_id: str
     item_id: str
@@ -145,6 +166,7 @@ class Item:
     text: str
     timestamp: datetime
     meta: dict = field(default_factory=dict)
+    origin: Origin | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_record("item", self, _ITEM_SPEC)
@@ -410,7 +432,7 @@ def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = No
         if key in seen:
             raise _fail(items_file, "duplicate (conversation_id, item_id)", line=n, field="item_id", value=f["item_id"])
         seen.add(key)
-        items.append(Item(**f))
+        items.append(Item(**f, origin=Origin(str(items_file), n)))
     questions: list[Question] = []
     qseen: set[tuple[str, str]] = set()
     for n, obj in _read_jsonl(queries_file):

@@ -30,8 +30,8 @@ from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Iterable
 
-from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Question, native_field,
-                                             read_native_json, resolve_tz)
+from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question,
+                                             native_field, read_native_json, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -141,7 +141,8 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
                 last = ts if last is None or ts > last else last
                 items.append(Item(cid, dia_id, f"session_{sess_no}",
                                   native_field(turn, "speaker", str, file=file, where=where),
-                                  native_field(turn, "text", str, file=file, where=where), ts, meta))
+                                  native_field(turn, "text", str, file=file, where=where), ts, meta,
+                                  Origin(str(file), where=where)))
         if last is None:
             raise DatasetError(str(file), "conversation has no turns", field=f"{cid}.conversation")
         asked_at = last + timedelta(seconds=asked_after_s)

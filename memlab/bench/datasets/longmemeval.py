@@ -31,8 +31,8 @@ from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Literal
 
-from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Question, native_field,
-                                             read_native_json, resolve_tz)
+from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question,
+                                             native_field, read_native_json, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned"
@@ -143,11 +143,14 @@ def load_longmemeval(path: str | os.PathLike[str], *, granularity: Literal["turn
                 if granularity == "turn":
                     iid = f"{sid}:{t}"
                     conv_items.append(Item(qid, iid, sid, role, content,
-                                           start + timedelta(seconds=t * turn_spacing_s), {}))
+                                           start + timedelta(seconds=t * turn_spacing_s), {},
+                                           Origin(str(file), where=where, text_field="content")))
                     if turn.get("has_answer") is True:
                         gold_turns.append(iid)
             if granularity == "session" and lines:
-                conv_items.append(Item(qid, sid, sid, "", "\n".join(lines), start, {}))
+                conv_items.append(Item(qid, sid, sid, "", "\n".join(lines), start, {},
+                                       Origin(str(file), where=f"{qid}.haystack_sessions[{k}]",
+                                              text_field="content")))
         if granularity == "turn":
             evidence = gold_turns
             if not evidence:

@@ -33,8 +33,8 @@ from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Question, native_field,
-                                             read_native_jsonl, resolve_tz)
+from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question,
+                                             native_field, read_native_jsonl, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://github.com/hejunqing/MADial-Bench"
@@ -89,8 +89,9 @@ def _zh_folder(folder: Path, zh_path: str | os.PathLike[str] | None) -> Path:
 
 
 def _read_memory(file: Path, *, owners: dict[str, str] | None, tz: tzinfo,
-                 dropped: Counter[str]) -> list[tuple[str, str, dict[str, Any], datetime]]:
-    """``[(owner, entry id, entry, time), ...]``; owners from the entry itself unless ``owners`` is given."""
+                 dropped: Counter[str]) -> list[tuple[str, str, dict[str, Any], datetime, int]]:
+    """``[(owner, entry id, entry, time, line), ...]``; owners from the entry itself unless ``owners`` is
+    given."""
     out, seen = [], set()
     for line, obj in read_native_jsonl(file):
         if not isinstance(obj, dict):
@@ -120,7 +121,7 @@ def _read_memory(file: Path, *, owners: dict[str, str] | None, tz: tzinfo,
             seen.add(key)
             if not event.strip():
                 raise DatasetError(str(file), "event must not be empty", line=line, field=f"{where}.event")
-            out.append((owner, key, entry, when))
+            out.append((owner, key, entry, when, line))
     return out
 
 
@@ -152,7 +153,7 @@ def load_madial(path: str | os.PathLike[str], *, language: str | None = None,
     if lang == "en":
         zh_entries = _read_memory(_files(_zh_folder(folder, zh_path), "zh")[1], owners=None, tz=zone,
                                   dropped=Counter())
-        owners = {key: owner for owner, key, _, _ in zh_entries}
+        owners = {key: owner for owner, key, *_ in zh_entries}
     entries = _read_memory(memory_file, owners=owners, tz=zone, dropped=dropped)
     dialogues = read_native_jsonl(dialogue_file)
 
@@ -162,14 +163,15 @@ def load_madial(path: str | os.PathLike[str], *, language: str | None = None,
         turns = native_field(dlg, "dialogue", list, file=dialogue_file, where="", line=line)
         tags = Counter(split_turn(t)[0] for t in turns if isinstance(t, str))
         names.setdefault(uid, Counter()).update({k: v for k, v in tags.items() if k and k != "Assistant"})
-    owner_of = {key: owner for owner, key, _, _ in entries}
+    owner_of = {key: owner for owner, key, *_ in entries}
     latest: dict[str, datetime] = {}
     items: list[Item] = []
-    for owner, key, entry, when in entries:
+    for owner, key, entry, when, line in entries:
         latest[owner] = max(when, latest.get(owner, when))
         speaker = names[owner].most_common(1)[0][0] if names.get(owner) else ""
         meta = {"time": entry["time"], "scene": entry.get("scene"), "emotion": entry.get("emotion")}
-        items.append(Item(owner, key, entry["time"].strip(), speaker, entry["event"], when, meta))
+        items.append(Item(owner, key, entry["time"].strip(), speaker, entry["event"], when, meta,
+                          Origin(str(memory_file), line, where=key, text_field="event")))
 
     questions: list[Question] = []
     for pos, (line, dlg) in enumerate(dialogues):

@@ -35,8 +35,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Question, native_field,
-                                             read_native_json, resolve_tz)
+from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question,
+                                             native_field, read_native_json, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://github.com/nuster1128/MemSim"
@@ -180,7 +180,8 @@ def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0
                 mid = str(native_field(msg, "mid", (int, str), file=file, where=where))
                 stream.append(Item(cid, mid, when.date().isoformat(), "user",
                                    native_field(msg, "message", str, file=file, where=where), when,
-                                   {"place": msg.get("place")}))
+                                   {"place": msg.get("place")},
+                                   Origin(str(file), where=where, text_field="message")))
             mids = {it.item_id for it in stream}
             kept: list[Question] = []
             for k, qa in enumerate(native_field(traj, "question_list", list, file=file, where=cid)):
