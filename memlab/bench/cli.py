@@ -46,6 +46,9 @@ def bench(
         False, "--lexical-only", help="Rank with the lexical routes only: no embedder is loaded "
         "and every preset runs with recall.use_dense false. Without it an embedder that cannot "
         "load stops the run (unless no preset uses the dense route)."),
+    lenient: bool = typer.Option(
+        False, "--lenient", help="Drop and count the dataset's bad records (lines) instead of "
+        "stopping at the first; each is listed with file:line and why (table and JSON)."),
     metric: Optional[List[str]] = typer.Option(
         None, "--metric", help="Metric(s) of the per-category tables, repeatable or a comma "
         "list, e.g. ndcg@10,mrr (default recall@10; cut-offs from bench.ks)."),
@@ -68,7 +71,7 @@ def bench(
                                           if m.strip()], [cfg for _, cfg in presets])
         out = run_bench(dataset=dataset, presets=presets, path=path,
                         dataset_options=_dataset_options(option), limit=limit,
-                        progress=not quiet, lexical_only=lexical_only)
+                        progress=not quiet, lexical_only=lexical_only, lenient=lenient)
     except MemlabError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)

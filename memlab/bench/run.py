@@ -133,7 +133,9 @@ class BenchOutcome:
         return {
             "dataset": {"name": card.name, "version": card.version,
                         "content_hash": self.dataset.content_hash(),
-                        "questions": len(self.dataset.questions)},
+                        "questions": len(self.dataset.questions),
+                        "dropped": dict(self.dataset.report.dropped),
+                        "rejected": list(self.dataset.report.rejected)},
             "config": pick(lambda r: r.config.to_flat()),
             "presets": [r.name for r in self.results],
             "embedder": self.embedder_version,
@@ -178,12 +180,14 @@ def _nothing_to_evaluate(loaded: int, limit: int | None, no_gold: int, dropped: 
 
 def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path: str | None = None,
               dataset_options: Mapping[str, Any] | None = None, limit: int | None = None,
-              progress: bool = True, embedder=None, lexical_only: bool = False) -> BenchOutcome:
+              progress: bool = True, embedder=None, lexical_only: bool = False,
+              lenient: bool = False) -> BenchOutcome:
     """Run every preset on one dataset; presets that share candidate settings share one replay.
 
     An embedder that cannot load stops the run (EmbeddingUnavailable) unless lexical ranking was
     asked for: ``lexical_only`` (no embedder is loaded and every preset runs with
-    recall.use_dense false, as recorded), or every preset has recall.use_dense false."""
+    recall.use_dense false, as recorded), or every preset has recall.use_dense false.
+    ``lenient``: the loader drops and reports bad records instead of stopping at the first one."""
     from memlab.embed import make_embedder
 
     if not presets:
@@ -192,7 +196,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
         presets = [(name, cfg.replace(**{"recall.use_dense": False})) for name, cfg in presets]
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    ds = registry.load(dataset, path=path, **dict(dataset_options or {}))
+    ds = registry.load(dataset, path=path,
+                       **{**dict(dataset_options or {}), **({"lenient": True} if lenient else {})})
     loaded = len(ds.questions)
     if limit is not None:
         ds = ds.subset(limit_questions=limit)
@@ -264,6 +269,16 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                         embedder.version if embedder is not None else no_embedder)
 
 
+def _rejected_lines(rejected: Sequence[str], *, show: int = 10) -> list[str]:
+    """What a lenient load dropped: a count, the first ``show`` as file:line: why, a blank line."""
+    if not rejected:
+        return []
+    more = [f"  ... and {len(rejected) - show} more (dataset.rejected in the JSON)"] \
+        if len(rejected) > show else []
+    return ([f"--lenient: {len(rejected)} bad records dropped"]
+            + [f"  {why}" for why in rejected[:show]] + more + [""])
+
+
 def _ranked_line(results: Sequence[PresetResult]) -> str:
     """How many memories each question ranks, and why (not recall.k)."""
     per = {r.name: ranked_per_question(r.config) for r in results}
@@ -302,6 +317,7 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
     lines = [f"dataset {out.dataset.card.name} {out.dataset.card.version}  "
              f"({out.counts.get('questions', 0)} questions, {out.counts.get('items', 0)} items, "
              f"embedder {out.embedder_version})", _ranked_line(out.results), "",
+             *_rejected_lines(out.dataset.report.rejected),
              overall[cols].to_string(float_format=lambda v: f"{v:.3f}")]
     short = pd.DataFrame({r.name: r.ranking_counts() for r in out.results}).T.drop(
         columns="per_question")  # said in the header

@@ -114,7 +114,8 @@ def test_to_json_keys_timings_and_counts(tiny_bench_folder, hashing_cfg, tiny_be
     assert set(report) == REPORT_KEYS
     assert report["presets"] == ["cos", "rrf"]
     assert report["dataset"] == {"name": "tiny-bench", "version": "1",
-                                 "content_hash": tiny_bench.content_hash(), "questions": 4}
+                                 "content_hash": tiny_bench.content_hash(), "questions": 4,
+                                 "dropped": {}, "rejected": []}
     assert report["embedder"] == "hashing-v1-d384-t80"
     # several presets: config, metrics and per_category are keyed by preset
     assert set(report["config"]) == set(report["metrics"]) == {"cos", "rrf"}

@@ -292,3 +292,52 @@ def test_a_limit_of_zero_says_so(tiny_bench_folder, hashing_cfg):
                   progress=False)
     assert err.value.file == str(tiny_bench_folder / "queries.jsonl")
     assert err.value.rule == "--limit 0 leaves no question of 4"
+
+
+# ----------------------------------------------------------------------------- --lenient
+
+@pytest.fixture
+def damaged(tiny_bench, tmp_path):
+    """The tiny set with items.jsonl line 3 (u1/i3, the gold of u1/q3 on queries.jsonl line 3)
+    cut short: strict stops there; lenient drops it and u1/q3, and evaluates the 3 others."""
+    from memlab.bench.datasets.canonical import write_dataset
+
+    folder = write_dataset(tiny_bench, tmp_path / "damaged")
+    lines = (folder / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[2] = lines[2][:25]
+    (folder / "items.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_strict_bench_stops_at_the_bad_line(damaged, hashing_cfg):
+    from memlab.errors import DatasetError
+
+    with pytest.raises(DatasetError) as err:
+        run_bench(dataset=str(damaged), presets=[("x", hashing_cfg)], progress=False)
+    assert (err.value.file, err.value.line) == (str(damaged / "items.jsonl"), 3)
+
+
+def test_lenient_bench_drops_counts_and_reports_bad_lines(damaged, hashing_cfg):
+    from memlab.bench.datasets.canonical import DROP_REJECTED
+
+    out = run_bench(dataset=str(damaged), presets=[("x", hashing_cfg)], progress=False,
+                    lenient=True)
+    assert list(out.results[0].per_query.index) == ["u1::q1", "u1::q2", "u2::q1"]
+    dataset = out.to_json()["dataset"]
+    assert dataset["dropped"] == {DROP_REJECTED: 2}
+    items, queries = damaged / "items.jsonl", damaged / "queries.jsonl"
+    assert dataset["rejected"][0].startswith(f"{items}:3: invalid JSON")
+    assert dataset["rejected"][1].startswith(f"{queries}:3: field 'evidence'")
+    rows = block(format_table(out), "--lenient: 2 bad records dropped")
+    assert [" ".join(r) for r in rows] == dataset["rejected"]
+
+
+def test_cli_lenient(cli, damaged, hashing_yaml, tmp_path):
+    args = ("bench", "--dataset", damaged, "--config", hashing_yaml, "--no-track", "-q",
+            "--out-dir", tmp_path / "r", "--json", tmp_path / "out.json")
+    res = cli(*args)
+    assert res.exit_code == 2 and f"{damaged / 'items.jsonl'}:3" in res.stderr
+    res = cli(*args, "--lenient")
+    assert res.exit_code == 0, res.output
+    assert "--lenient: 2 bad records dropped" in res.stdout
+    assert f"{damaged / 'items.jsonl'}:3: invalid JSON" in res.stdout

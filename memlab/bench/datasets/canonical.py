@@ -17,6 +17,12 @@ silently taken as UTC), ``(conversation_id, item_id)`` and ``(conversation_id, q
 every evidence id names an item of the same conversation, ``language`` one of zh/en/mixed, ``meta`` a
 JSON object. An empty ``evidence`` list is allowed (e.g. abstention questions), but loaders of the
 public benchmarks drop such questions and count them.
+
+Strict by default: the first bad record stops the load. ``lenient=True`` (the reader and every loader;
+``memlab bench --lenient``) drops each bad record instead (a line here; a turn, message, question or
+sample of a native file), and a record that depended on it (a question whose evidence was dropped), and
+reports them: counted in ``LoadReport.dropped[DROP_REJECTED]``, listed as "file:line: why" in
+``LoadReport.rejected``. See `memlab.bench.datasets.provenance`.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from memlab.bench.datasets.provenance import DROP_REJECTED, Origin, Rejections
 from memlab.errors import DatasetError, InvalidInput
 
 LANGUAGES = ("zh", "en", "mixed")
@@ -135,24 +142,6 @@ class Card:
 
 
 @dataclass(frozen=True)
-class Origin:
-    """Where a record was read, for messages about it later (a replay the store refuses): the file,
-    the 1-based line of a JSON Lines file, the record's path inside a JSON document (``where``), and
-    the source's own name of the field that became ``text``."""
-
-    file: str
-    line: int | None = None
-    where: str | None = None
-    text_field: str = "text"
-
-    def error(self, rule: str, *, field: str, value: Any = None) -> DatasetError:
-        """A `DatasetError` about ``field`` (a canonical field name) of this record."""
-        name = self.text_field if field == "text" else field
-        return DatasetError(self.file, rule, line=self.line, value=value,
-                            field=f"{self.where}.{name}" if self.where else name)
-
-
-@dataclass(frozen=True)
 class Item:
     """One thing to memorise (a turn, a message, a memory entry) at an aware timestamp.
 
@@ -195,15 +184,23 @@ class Question:
 @dataclass(frozen=True)
 class LoadReport:
     """What a loader dropped (reason -> count) and notes worth reading (quirks repaired, choices made);
-    ``questions_file``: the file the questions were read from (named by messages about them)."""
+    ``rejected``: the bad records a lenient load dropped, "file:line: why" each (counted under
+    `DROP_REJECTED`); ``questions_file``: the file the questions were read from (for messages)."""
 
     dropped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     questions_file: str | None = None
+    rejected: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.rejected:
+            object.__setattr__(self, "dropped", {**self.dropped, DROP_REJECTED: len(self.rejected)})
 
     def __str__(self) -> str:
         lines = [f"dropped {sum(self.dropped.values())}" + (":" if self.dropped else "")]
         lines += [f"  {count:>6}  {reason}" for reason, count in sorted(self.dropped.items())]
+        lines += [f"rejected {len(self.rejected)} (lenient):"] if self.rejected else []
+        lines += [f"  {why}" for why in self.rejected]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -383,7 +380,10 @@ def _parse_fields(file: Path, line: int | None, obj: Any, spec: Mapping[str, tup
 
 
 def _read_jsonl(file: Path, missing: str = "file is missing (a canonical dataset folder holds card.json, "
-                "items.jsonl, queries.jsonl)") -> Iterator[tuple[int, Any]]:
+                "items.jsonl, queries.jsonl)", rejections: Rejections | None = None) -> Iterator[tuple[int, Any]]:
+    """``(line number, decoded value)`` of each non-blank line; a line that is not UTF-8 or not JSON goes
+    to ``rejections`` (strict when None)."""
+    rejections = rejections or Rejections()
     if not file.is_file():
         raise _fail(file, missing)
     with open(file, "rb") as fh:
@@ -391,13 +391,17 @@ def _read_jsonl(file: Path, missing: str = "file is missing (a canonical dataset
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise _fail(file, f"not UTF-8 ({exc.reason})", line=n) from None
+                rejections.reject(_fail(file, f"not UTF-8 ({exc.reason})", line=n))
+                continue
             if not text.strip():
                 continue
             try:
-                yield n, json.loads(text)
+                obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise _fail(file, f"invalid JSON ({exc.msg} at column {exc.colno}; truncated file?)", line=n) from None
+                rejections.reject(_fail(file, f"invalid JSON ({exc.msg} at column {exc.colno}; truncated file?)",
+                                        line=n))
+                continue
+            yield n, obj
 
 
 def read_card(file: str | os.PathLike[str]) -> Card:
@@ -417,8 +421,14 @@ def read_card(file: str | os.PathLike[str]) -> Card:
     return Card(**fields)
 
 
-def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = None) -> Dataset:
-    """Read and validate a canonical dataset folder; every problem is a `DatasetError` (file, line, field)."""
+def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = None,
+                 lenient: bool = False) -> Dataset:
+    """Read and validate a canonical dataset folder; every problem is a `DatasetError` (file, line, field).
+
+    ``lenient``: a bad line of items.jsonl or queries.jsonl is dropped and reported instead (see the module
+    doc), and so is a question whose evidence names a dropped item. A bad card or a missing file still
+    stops the load."""
+    rej = Rejections(lenient)
     folder = Path(path)
     if not folder.is_dir():
         raise _fail(folder, "not a folder (a canonical dataset is a folder with card.json, items.jsonl, queries.jsonl)")
@@ -426,28 +436,32 @@ def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = No
     items_file, queries_file = folder / ITEMS_FILE, folder / QUERIES_FILE
     items: list[Item] = []
     seen: set[tuple[str, str]] = set()
-    for n, obj in _read_jsonl(items_file):
-        f = _parse_fields(items_file, n, obj, _ITEM_SPEC)
-        key = (f["conversation_id"], f["item_id"])
-        if key in seen:
-            raise _fail(items_file, "duplicate (conversation_id, item_id)", line=n, field="item_id", value=f["item_id"])
-        seen.add(key)
-        items.append(Item(**f, origin=Origin(str(items_file), n)))
+    for n, obj in _read_jsonl(items_file, rejections=rej):
+        with rej.record():
+            f = _parse_fields(items_file, n, obj, _ITEM_SPEC)
+            key = (f["conversation_id"], f["item_id"])
+            if key in seen:
+                raise _fail(items_file, "duplicate (conversation_id, item_id)", line=n, field="item_id",
+                            value=f["item_id"])
+            items.append(Item(**f, origin=Origin(str(items_file), n)))
+            seen.add(key)
     questions: list[Question] = []
     qseen: set[tuple[str, str]] = set()
-    for n, obj in _read_jsonl(queries_file):
-        f = _parse_fields(queries_file, n, obj, _QUERY_SPEC)
-        key = (f["conversation_id"], f["query_id"])
-        if key in qseen:
-            raise _fail(queries_file, "duplicate (conversation_id, query_id)", line=n, field="query_id",
-                        value=f["query_id"])
-        qseen.add(key)
-        for ev in f["evidence"]:
-            if (f["conversation_id"], ev) not in seen:
-                raise _fail(queries_file, f"evidence names no item of conversation {f['conversation_id']!r} "
-                            f"in {ITEMS_FILE}", line=n, field="evidence", value=ev)
-        questions.append(Question(**f))
-    report = dataclasses.replace(report or LoadReport(), questions_file=str(queries_file))
+    for n, obj in _read_jsonl(queries_file, rejections=rej):
+        with rej.record():
+            f = _parse_fields(queries_file, n, obj, _QUERY_SPEC)
+            key = (f["conversation_id"], f["query_id"])
+            if key in qseen:
+                raise _fail(queries_file, "duplicate (conversation_id, query_id)", line=n, field="query_id",
+                            value=f["query_id"])
+            for ev in f["evidence"]:
+                if (f["conversation_id"], ev) not in seen:
+                    raise _fail(queries_file, f"evidence names no item of conversation {f['conversation_id']!r} "
+                                f"in {ITEMS_FILE}", line=n, field="evidence", value=ev)
+            questions.append(Question(**f))
+            qseen.add(key)
+    report = dataclasses.replace(report or LoadReport(), questions_file=str(queries_file),
+                                 rejected=(report.rejected if report else []) + rej.rejected)
     return Dataset(card=card, items=tuple(items), questions=tuple(questions), report=report)
 
 
@@ -494,9 +508,11 @@ def read_native_json(file: str | os.PathLike[str]) -> Any:
         raise _fail(path, f"invalid JSON ({exc.msg} at column {exc.colno}; truncated file?)", line=exc.lineno) from None
 
 
-def read_native_jsonl(file: str | os.PathLike[str]) -> list[tuple[int, Any]]:
-    """Read a JSON Lines file of a source benchmark as ``[(line_number, value), ...]`` (blank lines skipped)."""
-    return list(_read_jsonl(Path(file), "file is missing"))
+def read_native_jsonl(file: str | os.PathLike[str], *,
+                      rejections: Rejections | None = None) -> list[tuple[int, Any]]:
+    """Read a JSON Lines file of a source benchmark as ``[(line_number, value), ...]`` (blank lines skipped;
+    a line that is not UTF-8 JSON goes to ``rejections``, strict when None)."""
+    return list(_read_jsonl(Path(file), "file is missing", rejections))
 
 
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", bool: "a boolean"}
