@@ -172,7 +172,7 @@ def _nothing_to_evaluate(loaded: int, limit: int | None, no_gold: int, dropped: 
     """Why a dataset left no question to evaluate."""
     by_loader = f" ({dropped} records dropped by the loader: see its report)" if dropped else ""
     if not loaded:
-        return "holds no question (empty?): nothing to evaluate" + by_loader
+        return "holds no question: nothing to evaluate" + by_loader
     if not no_gold:
         return f"--limit {limit} leaves no question of {loaded}"
     return f"has no question with gold evidence ({no_gold} questions, none with evidence)"
