@@ -445,7 +445,11 @@ class BenchConfig(_Section):
         "{speaker}: {text}", "How an item is rendered for indexing: fields {speaker}, {text}, "
         "{date}, {session_id}. It matters (DESIGN.md: 0.25 vs 0.53 recall@10 on LoCoMo).",
         stage="ingest")
-    k: int = _f(10, "Memories retrieved per question.", ge=1, le=10_000, stage="candidates")
+    k: int = _f(10, "The benchmark's headline cut-off: each question ranks max(k, max(ks)) "
+                "memories (k matters for that only above the largest cut-off, where it widens the "
+                "candidate pools as recall(k=...) would) and questions ranked fewer than k are "
+                "counted (report 'ranking'). recall.k, live recall()'s default, is not used.",
+                ge=1, le=10_000, stage="candidates")
     ks: tuple[int, ...] = _f((1, 3, 5, 10, 20), "Cut-offs of the metrics.")
     importance_policy: Literal["meta", "scored", "constant"] = _f(
         "meta", "Importance of replayed items: the item's meta (else constant), memlab's "

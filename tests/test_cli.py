@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from memlab.cli import app
 from memlab.config import MemlabConfig
 
-REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "timings",
-               "counts"}
+REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
+               "timings", "counts"}
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from memlab.bench.run import BenchOutcome, format_table, resolve_preset, run_bench
+from memlab.bench.run import (BenchOutcome, check_metrics, format_table, resolve_preset,
+                              run_bench)
 from memlab.config import load_config, parse_assignments
 from memlab.errors import MemlabError
 
@@ -41,6 +42,16 @@ def bench(
     no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
     experiment: str = typer.Option("memlab-bench", "--experiment", help="MLflow experiment."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    lexical_only: bool = typer.Option(
+        False, "--lexical-only", help="Rank with the lexical routes only: no embedder is loaded "
+        "and every preset runs with recall.use_dense false. Without it an embedder that cannot "
+        "load stops the run (unless no preset uses the dense route)."),
+    lenient: bool = typer.Option(
+        False, "--lenient", help="Drop and count the dataset's bad records (lines) instead of "
+        "stopping at the first; each is listed with file:line and why (table and JSON)."),
+    metric: Optional[List[str]] = typer.Option(
+        None, "--metric", help="Metric(s) of the per-category tables, repeatable or a comma "
+        "list, e.g. ndcg@10,mrr (default recall@10; cut-offs from bench.ks)."),
 ) -> None:
     """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category."""
     try:
@@ -54,13 +65,17 @@ def bench(
             presets = [(config.stem, load_config(config, overrides=overrides))]
         else:
             presets = [("reverie", load_config(None, overrides=overrides))]
+        per_category = None
+        if metric:
+            per_category = check_metrics([m.strip() for ms in metric for m in ms.split(",")
+                                          if m.strip()], [cfg for _, cfg in presets])
         out = run_bench(dataset=dataset, presets=presets, path=path,
                         dataset_options=_dataset_options(option), limit=limit,
-                        progress=not quiet)
+                        progress=not quiet, lexical_only=lexical_only, lenient=lenient)
     except MemlabError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    typer.echo(format_table(out))
+    typer.echo(format_table(out, per_category=per_category))
     report = out.to_json()
     run_dir = write_artifacts(out, out_dir)
     report["artifacts"] = str(run_dir)

@@ -10,6 +10,7 @@ Embeddings come in batches through a persistent embedding cache, so a second run
 
 from __future__ import annotations
 
+import re
 import string
 import time
 from collections import Counter
@@ -25,7 +26,7 @@ from memlab.bench.datasets.canonical import Dataset, Item, Question
 from memlab.clock import ReplayClock
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder
-from memlab.errors import ConfigError
+from memlab.errors import ConfigError, DatasetError, InvalidInput
 from memlab.recall.features import Features, empty_table
 from memlab.write.importance import choose_layer, score_importance
 
@@ -53,6 +54,12 @@ def check_template(template: str) -> str:
 # Each conversation's store numbers its rows from 1; replay shifts them by this much per conversation
 # so that rows stay unique across a dataset (a conversation holds fewer memories than this).
 ROWS_PER_CONVERSATION = 10 ** 7
+
+
+def ranked_per_question(cfg: MemlabConfig) -> int:
+    """Memories a benchmark ranks per question: the largest cut-off of bench.ks (the metrics need
+    it), or bench.k when that is larger. recall.k (live recall()'s default) plays no part."""
+    return max(cfg.bench.k, max(cfg.bench.ks))
 
 
 def render_item(item: Item, template: str) -> str:
@@ -99,6 +106,42 @@ def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
     return fields
 
 
+# The dataset field each written field comes from (see item_fields), for errors about an item.
+_SOURCE_FIELD = {"id": "item_id", "importance": "meta.importance", "layer": "meta.layer",
+                 "emotions": "meta.emotion", "cognitive_layer": "meta.cognitive_layer",
+                 "event_time": "meta.event_time", "fact_key": "meta.fact_key"}
+
+
+def item_error(item: Item, exc: InvalidInput, *, dataset: str) -> DatasetError:
+    """The store's refusal of one item (``items[0].<field>: rule``) as a `DatasetError` naming the
+    item's file, line and field (its conversation and id when it was made in memory)."""
+    m = re.match(r"items\[\d+\]\.(\w+)", exc.field)
+    name = _SOURCE_FIELD.get(m.group(1), m.group(1)) if m else exc.field
+    rule = f"the store refuses it: {exc.rule}" + (
+        " (the text as rendered by bench.render_template)" if name == "text" else "")
+    if item.origin is not None:
+        return item.origin.error(rule, field=name, value=exc.value)
+    return DatasetError(f"<dataset {dataset}>", rule, field=f"{item.conversation_id}/"
+                        f"{item.item_id}.{name}", value=exc.value)
+
+
+def write_items(store, items: Sequence[Item], fields: list[dict], vectors: np.ndarray | None, *,
+                dataset: str) -> None:
+    """``store.add_many(fields)``; when the store refuses the batch (all or nothing: nothing is
+    written), the items are written one by one to find the one refused, reported by
+    :func:`item_error`. The replay stops there: dropping the item would change the gold."""
+    try:
+        store.add_many(fields, vectors=vectors)
+        return
+    except InvalidInput:
+        for j, (item, f) in enumerate(zip(items, fields)):
+            try:
+                store.add_many([f], vectors=None if vectors is None else vectors[j:j + 1])
+            except InvalidInput as exc:
+                raise item_error(item, exc, dataset=dataset) from exc
+        raise  # refused as a batch, not item by item: the store's own message
+
+
 @dataclass
 class Replayed:
     """Raw signals of every question of a dataset, rows made globally unique."""
@@ -141,7 +184,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
 
     timings: Counter[str] = Counter()
     counts: Counter[str] = Counter()
-    template, k = cfg.bench.render_template, max(cfg.bench.k, max(cfg.bench.ks))
+    template, k = cfg.bench.render_template, ranked_per_question(cfg)
     t0 = time.perf_counter()
     conv_items = {c: ds.items_of(c) for c in ds.conversations()}
     conv_questions = {c: sorted(ds.questions_of(c), key=lambda q: q.asked_at)
@@ -186,7 +229,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                     batch = [item_fields(items[j], cfg=cfg, rendered=rendered[conv][j])
                              for j in range(written, upto)]
                     vecs = None if doc_vecs is None else doc_vecs[d_off + written:d_off + upto]
-                    store.add_many(batch, vectors=vecs)
+                    write_items(store, items[written:upto], batch, vecs, dataset=ds.card.name)
                     written = upto
                 timings["ingest"] += time.perf_counter() - t1
                 t2 = time.perf_counter()

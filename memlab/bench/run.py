@@ -20,9 +20,9 @@ import pandas as pd
 from memlab.bench import metrics as M
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
-from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, replay
+from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
 from memlab.config import MemlabConfig, describe
-from memlab.errors import ConfigError, EmbeddingUnavailable
+from memlab.errors import ConfigError, DatasetError, EmbeddingUnavailable, InvalidInput
 from memlab.recall.score import score as score_table
 from memlab.recall.select import select
 
@@ -56,11 +56,11 @@ def features_key(cfg: MemlabConfig) -> str:
 
 
 def rank(rep: Replayed, cfg: MemlabConfig) -> dict[str, list[str]]:
-    """Score the raw signals with ``cfg`` and select up to max(bench.ks) memories per question.
+    """Score the raw signals with ``cfg`` and select up to `ranked_per_question` memories each.
 
     Keys are ``conversation_id::query_id``; items are ``conversation_id::item_id`` (item ids are
     only unique within a conversation)."""
-    k = max(max(cfg.bench.ks), cfg.bench.k)
+    k = ranked_per_question(cfg)
     table = rep.features.table
     out: dict[str, list[str]] = {}
     keys = [f"{c}::{q}" for c, q in zip(rep.questions["conversation_id"], rep.questions["query_id"])]
@@ -91,6 +91,15 @@ class PresetResult:
     session_aggregate: pd.DataFrame | None
     rankings: dict[str, list[str]]
     timings: dict[str, float] = field(default_factory=dict)
+
+    def ranking_counts(self) -> dict[str, int]:
+        """Questions whose ranking is empty, and shorter than bench.k and than the largest
+        cut-off (a conversation with fewer memories, or a relevance floor, leaves it short)."""
+        lengths = np.fromiter(map(len, self.rankings.values()), int, len(self.rankings))
+        out = {"per_question": ranked_per_question(self.config), "empty": int((lengths == 0).sum())}
+        for k in sorted({self.config.bench.k, max(self.config.bench.ks)}):
+            out[f"fewer_than_{k}"] = int((lengths < k).sum())
+        return out
 
 
 @dataclass
@@ -124,12 +133,15 @@ class BenchOutcome:
         return {
             "dataset": {"name": card.name, "version": card.version,
                         "content_hash": self.dataset.content_hash(),
-                        "questions": len(self.dataset.questions)},
+                        "questions": len(self.dataset.questions),
+                        "dropped": dict(self.dataset.report.dropped),
+                        "rejected": list(self.dataset.report.rejected)},
             "config": pick(lambda r: r.config.to_flat()),
             "presets": [r.name for r in self.results],
             "embedder": self.embedder_version,
             "metrics": pick(overall),
             "per_category": pick(per_cat),
+            "ranking": pick(PresetResult.ranking_counts),
             "timings": {**{k: round(v, 3) for k, v in self.timings.items()},
                         **{f"score_{r.name}": round(r.timings.get("score", 0.0), 3)
                            for r in self.results}},
@@ -156,17 +168,37 @@ def _has_sessions(rep: Replayed) -> bool:
     return any(len(v) > 1 for v in per_conv.values())
 
 
+def _nothing_to_evaluate(loaded: int, limit: int | None, no_gold: int, dropped: int) -> str:
+    """Why a dataset left no question to evaluate."""
+    by_loader = f" ({dropped} records dropped by the loader: see its report)" if dropped else ""
+    if not loaded:
+        return "holds no question: nothing to evaluate" + by_loader
+    if not no_gold:
+        return f"--limit {limit} leaves no question of {loaded}"
+    return f"has no question with gold evidence ({no_gold} questions, none with evidence)"
+
+
 def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path: str | None = None,
               dataset_options: Mapping[str, Any] | None = None, limit: int | None = None,
-              progress: bool = True, embedder=None) -> BenchOutcome:
-    """Run every preset on one dataset; presets that share candidate settings share one replay."""
+              progress: bool = True, embedder=None, lexical_only: bool = False,
+              lenient: bool = False) -> BenchOutcome:
+    """Run every preset on one dataset; presets that share candidate settings share one replay.
+
+    An embedder that cannot load stops the run (EmbeddingUnavailable) unless lexical ranking was
+    asked for: ``lexical_only`` (no embedder is loaded and every preset runs with
+    recall.use_dense false, as recorded), or every preset has recall.use_dense false.
+    ``lenient``: the loader drops and reports bad records instead of stopping at the first one."""
     from memlab.embed import make_embedder
 
     if not presets:
         raise ConfigError("presets", "at least one preset", [])
+    if lexical_only:
+        presets = [(name, cfg.replace(**{"recall.use_dense": False})) for name, cfg in presets]
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    ds = registry.load(dataset, path=path, **dict(dataset_options or {}))
+    ds = registry.load(dataset, path=path,
+                       **{**dict(dataset_options or {}), **({"lenient": True} if lenient else {})})
+    loaded = len(ds.questions)
     if limit is not None:
         ds = ds.subset(limit_questions=limit)
     no_gold = sum(1 for q in ds.questions if not q.evidence)
@@ -174,19 +206,27 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
         ds = Dataset(card=ds.card, items=ds.items,
                      questions=tuple(q for q in ds.questions if q.evidence), report=ds.report)
     if not ds.questions:
-        raise ConfigError("dataset", "no question with gold evidence to evaluate", dataset)
+        raise DatasetError(ds.report.questions_file or str(dataset), _nothing_to_evaluate(
+            loaded, limit, no_gold, sum(ds.report.dropped.values())))
     timings["load"] = time.perf_counter() - t0
     versions = {p.embedding.model_dump_json() for _, p in presets}
     if len(versions) > 1:
         raise ConfigError("embedding", "presets compared in one run must share the embedder",
                           sorted(versions))
     base = presets[0][1]
-    if embedder is None:
+    no_embedder = "none (lexical only, as asked)"
+    if embedder is None and not lexical_only:
         try:
             embedder = make_embedder(base)
         except EmbeddingUnavailable as exc:
-            print(f"warning: embedder unavailable ({exc}); lexical routes only", file=sys.stderr)
-            embedder = None
+            e = base.embedding
+            what = f"{e.backend!r}" + (f" (model {e.model_path})" if e.model_path else "")
+            if any(cfg.recall.use_dense for _, cfg in presets):
+                raise EmbeddingUnavailable(
+                    f"embedder {what} cannot load: {exc}. The benchmark stops rather than rank "
+                    "with the lexical routes only; fix the embedder, or ask for lexical ranking "
+                    "(--lexical-only, or presets with recall.use_dense: false)") from exc
+            no_embedder = f"none (every preset is lexical; embedder {what} cannot load: {exc})"
     cache = open_cache(base)
     groups: dict[str, Replayed] = {}
     results: list[PresetResult] = []
@@ -216,7 +256,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                 sq = M.evaluate(M.to_sessions(rankings, item_sess), M.to_sessions(qrels, item_sess),
                                 ks=cfg.bench.ks)
                 sess_agg = M.aggregate(sq)
-            per_query = per_query.assign(category=cats)
+            per_query = per_query.assign(category=cats,
+                                         ranked=[len(rankings[q]) for q in per_query.index])
             results.append(PresetResult(name, cfg, per_query, agg, sess_agg, rankings,
                                         {"score": t_score}))
     finally:
@@ -225,18 +266,64 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     timings["total"] = time.perf_counter() - t0
     timings["peak_rss_mb"] = _peak_rss_mb()
     return BenchOutcome(ds, results, timings, counts,
-                        embedder.version if embedder is not None else "none (lexical only)")
+                        embedder.version if embedder is not None else no_embedder)
+
+
+def _rejected_lines(rejected: Sequence[str], *, show: int = 10) -> list[str]:
+    """What a lenient load dropped: a count, the first ``show`` as file:line: why, a blank line."""
+    if not rejected:
+        return []
+    more = [f"  ... and {len(rejected) - show} more (dataset.rejected in the JSON)"] \
+        if len(rejected) > show else []
+    return ([f"--lenient: {len(rejected)} bad records dropped"]
+            + [f"  {why}" for why in rejected[:show]] + more + [""])
+
+
+def _ranked_line(results: Sequence[PresetResult]) -> str:
+    """How many memories each question ranks, and why (not recall.k)."""
+    per = {r.name: ranked_per_question(r.config) for r in results}
+    c = results[0].config
+    if len(set(per.values())) == 1:
+        return (f"each question ranks up to {per[results[0].name]} memories: max(bench.k = "
+                f"{c.bench.k}, largest cut-off of bench.ks = {max(c.bench.ks)}); recall.k "
+                f"({c.recall.k}) is live recall()'s default, unused here")
+    return ("each question ranks up to: " + ", ".join(f"{n} {v}" for n, v in per.items())
+            + " memories (max(bench.k, max(bench.ks)) per preset); recall.k is live recall()'s "
+            "default, unused here")
+
+
+def check_metrics(names: Sequence[str], configs: Sequence[MemlabConfig]) -> tuple[str, ...]:
+    """``names`` if the benchmark computes each for every config (families over bench.ks, and
+    mrr); otherwise an InvalidInput naming the valid ones."""
+    valid = [c for c, _, _ in M.metric_columns(ks=configs[0].bench.ks)]
+    for cfg in configs[1:]:
+        have = {c for c, _, _ in M.metric_columns(ks=cfg.bench.ks)}
+        valid = [c for c in valid if c in have]
+    for name in list(names) or [""]:
+        if name not in valid:
+            raise InvalidInput("metric", "not a metric this benchmark computes; valid (cut-offs "
+                               f"from bench.ks): {', '.join(valid)}", name)
+    return tuple(names)
 
 
 def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "recall@10",
-                                                                   "ndcg@10", "mrr")) -> str:
-    """Presets side by side: overall metrics, then recall@10 per category."""
+                                                                   "ndcg@10", "mrr"),
+                 per_category: Sequence[str] | None = None) -> str:
+    """Presets side by side: overall metrics, then ``per_category`` (default recall@10) per
+    category, one block per metric."""
     overall = pd.DataFrame({r.name: r.aggregate.loc["all"] for r in out.results}).T
     cols = [m for m in metrics if m in overall.columns] + ["n"]
+    overall["n"] = overall["n"].astype(int)  # a count: the transpose made it float
     lines = [f"dataset {out.dataset.card.name} {out.dataset.card.version}  "
              f"({out.counts.get('questions', 0)} questions, {out.counts.get('items', 0)} items, "
-             f"embedder {out.embedder_version})", "",
+             f"embedder {out.embedder_version})", _ranked_line(out.results), "",
+             *_rejected_lines(out.dataset.report.rejected),
              overall[cols].to_string(float_format=lambda v: f"{v:.3f}")]
+    short = pd.DataFrame({r.name: r.ranking_counts() for r in out.results}).T.drop(
+        columns="per_question")  # said in the header
+    short.columns = [c.replace("fewer_than_", "<") for c in short.columns]
+    short["of"] = overall["n"]
+    lines += ["", "questions ranked fewer memories than k", short.to_string()]
     sess = {r.name: r.session_aggregate.loc["all"] for r in out.results
             if r.session_aggregate is not None}
     if sess:
@@ -244,10 +331,14 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
         lines += ["", "session level", s[[c for c in ("recall@5", "recall@10", "ndcg@10")
                                            if c in s.columns]].to_string(
             float_format=lambda v: f"{v:.3f}")]
-    metric = "recall@10" if "recall@10" in overall.columns else cols[0]
-    per_cat = pd.DataFrame({r.name: r.aggregate.drop(index="all")[metric] for r in out.results})
-    per_cat["n"] = out.results[0].aggregate.drop(index="all")["n"]
-    lines += ["", f"{metric} per category", per_cat.to_string(float_format=lambda v: f"{v:.3f}")]
+    if per_category is None:
+        per_category = ["recall@10" if "recall@10" in overall.columns else cols[0]]
+    for metric in check_metrics(per_category, [r.config for r in out.results]):
+        per_cat = pd.DataFrame({r.name: r.aggregate.drop(index="all")[metric]
+                                for r in out.results})
+        per_cat["n"] = out.results[0].aggregate.drop(index="all")["n"]
+        lines += ["", f"{metric} per category",
+                  per_cat.to_string(float_format=lambda v: f"{v:.3f}")]
     t = out.timings
     lines += ["", "timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()
                                              if k != "peak_rss_mb")

@@ -37,6 +37,7 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
         if r.session_aggregate is not None:
             metrics.update({f"session_{k}": v for k, v in
                             metrics_from_aggregate(r.session_aggregate).items()})
+        metrics.update({f"ranked_{k}": float(v) for k, v in r.ranking_counts().items()})
         if parent is None:
             metrics.update(timing_metrics)
         run_id = log_run(experiment=experiment, run_name=f"{ds.card.name}: {r.name}",

@@ -18,8 +18,8 @@ from memlab.bench.track import track_outcome
 from memlab.config import MemlabConfig
 from memlab.errors import ConfigError
 
-REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "timings",
-               "counts"}
+REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
+               "timings", "counts"}
 NDCG_RANK2 = 1 / math.log2(3)  # one gold item at rank 2
 
 
@@ -114,7 +114,8 @@ def test_to_json_keys_timings_and_counts(tiny_bench_folder, hashing_cfg, tiny_be
     assert set(report) == REPORT_KEYS
     assert report["presets"] == ["cos", "rrf"]
     assert report["dataset"] == {"name": "tiny-bench", "version": "1",
-                                 "content_hash": tiny_bench.content_hash(), "questions": 4}
+                                 "content_hash": tiny_bench.content_hash(), "questions": 4,
+                                 "dropped": {}, "rejected": []}
     assert report["embedder"] == "hashing-v1-d384-t80"
     # several presets: config, metrics and per_category are keyed by preset
     assert set(report["config"]) == set(report["metrics"]) == {"cos", "rrf"}
@@ -256,6 +257,9 @@ def test_track_outcome_logs_a_parent_and_one_run_per_preset(tiny_bench_folder, h
         assert m["recall_at_3/things"] == 1.0 and m["recall_at_1/things"] == 0.0
         assert m["recall_at_20/travel"] == 0.0
         assert m["n"] == 4 and m["n/pets"] == 1
+        # u1 holds 3 memories on day 10, u2 2: every ranking is short of 10, none is empty
+        assert (m["ranked_empty"], m["ranked_fewer_than_10"], m["ranked_fewer_than_20"]) == (0, 4, 4)
+        assert m["ranked_per_question"] == 20                      # max(bench.k, max(bench.ks))
         assert _artifact_names(client, run.info.run_id) >= {
             "config.yaml", "per_query.csv", "recall_curve.png", "per_category.png"}
     # the logged config YAML is the preset's config

@@ -17,10 +17,17 @@ silently taken as UTC), ``(conversation_id, item_id)`` and ``(conversation_id, q
 every evidence id names an item of the same conversation, ``language`` one of zh/en/mixed, ``meta`` a
 JSON object. An empty ``evidence`` list is allowed (e.g. abstention questions), but loaders of the
 public benchmarks drop such questions and count them.
+
+Strict by default: the first bad record stops the load. ``lenient=True`` (the reader and every loader;
+``memlab bench --lenient``) drops each bad record instead (a line here; a turn, message, question or
+sample of a native file), and a record that depended on it (a question whose evidence was dropped), and
+reports them: counted in ``LoadReport.dropped[DROP_REJECTED]``, listed as "file:line: why" in
+``LoadReport.rejected``. See `memlab.bench.datasets.provenance`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -33,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from memlab.bench.datasets.provenance import DROP_REJECTED, Origin, Rejections
 from memlab.errors import DatasetError, InvalidInput
 
 LANGUAGES = ("zh", "en", "mixed")
@@ -135,7 +143,10 @@ class Card:
 
 @dataclass(frozen=True)
 class Item:
-    """One thing to memorise (a turn, a message, a memory entry) at an aware timestamp."""
+    """One thing to memorise (a turn, a message, a memory entry) at an aware timestamp.
+
+    ``origin`` (where a loader read it; None when made in memory) takes no part in equality,
+    serialisation or the content hash."""
 
     conversation_id: str
     item_id: str
@@ -144,6 +155,7 @@ class Item:
     text: str
     timestamp: datetime
     meta: dict = field(default_factory=dict)
+    origin: Origin | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_record("item", self, _ITEM_SPEC)
@@ -171,14 +183,24 @@ class Question:
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What a loader dropped (reason -> count) and notes worth reading (quirks repaired, choices made)."""
+    """What a loader dropped (reason -> count) and notes worth reading (quirks repaired, choices made);
+    ``rejected``: the bad records a lenient load dropped, "file:line: why" each (counted under
+    `DROP_REJECTED`); ``questions_file``: the file the questions were read from (for messages)."""
 
     dropped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    questions_file: str | None = None
+    rejected: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.rejected:
+            object.__setattr__(self, "dropped", {**self.dropped, DROP_REJECTED: len(self.rejected)})
 
     def __str__(self) -> str:
         lines = [f"dropped {sum(self.dropped.values())}" + (":" if self.dropped else "")]
         lines += [f"  {count:>6}  {reason}" for reason, count in sorted(self.dropped.items())]
+        lines += [f"rejected {len(self.rejected)} (lenient):"] if self.rejected else []
+        lines += [f"  {why}" for why in self.rejected]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -358,7 +380,10 @@ def _parse_fields(file: Path, line: int | None, obj: Any, spec: Mapping[str, tup
 
 
 def _read_jsonl(file: Path, missing: str = "file is missing (a canonical dataset folder holds card.json, "
-                "items.jsonl, queries.jsonl)") -> Iterator[tuple[int, Any]]:
+                "items.jsonl, queries.jsonl)", rejections: Rejections | None = None) -> Iterator[tuple[int, Any]]:
+    """``(line number, decoded value)`` of each non-blank line; a line that is not UTF-8 or not JSON goes
+    to ``rejections`` (strict when None)."""
+    rejections = rejections or Rejections()
     if not file.is_file():
         raise _fail(file, missing)
     with open(file, "rb") as fh:
@@ -366,13 +391,17 @@ def _read_jsonl(file: Path, missing: str = "file is missing (a canonical dataset
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise _fail(file, f"not UTF-8 ({exc.reason})", line=n) from None
+                rejections.reject(_fail(file, f"not UTF-8 ({exc.reason})", line=n))
+                continue
             if not text.strip():
                 continue
             try:
-                yield n, json.loads(text)
+                obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise _fail(file, f"invalid JSON ({exc.msg} at column {exc.colno}; truncated file?)", line=n) from None
+                rejections.reject(_fail(file, f"invalid JSON ({exc.msg} at column {exc.colno}; truncated file?)",
+                                        line=n))
+                continue
+            yield n, obj
 
 
 def read_card(file: str | os.PathLike[str]) -> Card:
@@ -392,8 +421,14 @@ def read_card(file: str | os.PathLike[str]) -> Card:
     return Card(**fields)
 
 
-def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = None) -> Dataset:
-    """Read and validate a canonical dataset folder; every problem is a `DatasetError` (file, line, field)."""
+def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = None,
+                 lenient: bool = False) -> Dataset:
+    """Read and validate a canonical dataset folder; every problem is a `DatasetError` (file, line, field).
+
+    ``lenient``: a bad line of items.jsonl or queries.jsonl is dropped and reported instead (see the module
+    doc), and so is a question whose evidence names a dropped item. A bad card or a missing file still
+    stops the load."""
+    rej = Rejections(lenient)
     folder = Path(path)
     if not folder.is_dir():
         raise _fail(folder, "not a folder (a canonical dataset is a folder with card.json, items.jsonl, queries.jsonl)")
@@ -401,28 +436,33 @@ def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = No
     items_file, queries_file = folder / ITEMS_FILE, folder / QUERIES_FILE
     items: list[Item] = []
     seen: set[tuple[str, str]] = set()
-    for n, obj in _read_jsonl(items_file):
-        f = _parse_fields(items_file, n, obj, _ITEM_SPEC)
-        key = (f["conversation_id"], f["item_id"])
-        if key in seen:
-            raise _fail(items_file, "duplicate (conversation_id, item_id)", line=n, field="item_id", value=f["item_id"])
-        seen.add(key)
-        items.append(Item(**f))
+    for n, obj in _read_jsonl(items_file, rejections=rej):
+        with rej.record():
+            f = _parse_fields(items_file, n, obj, _ITEM_SPEC)
+            key = (f["conversation_id"], f["item_id"])
+            if key in seen:
+                raise _fail(items_file, "duplicate (conversation_id, item_id)", line=n, field="item_id",
+                            value=f["item_id"])
+            items.append(Item(**f, origin=Origin(str(items_file), n)))
+            seen.add(key)
     questions: list[Question] = []
     qseen: set[tuple[str, str]] = set()
-    for n, obj in _read_jsonl(queries_file):
-        f = _parse_fields(queries_file, n, obj, _QUERY_SPEC)
-        key = (f["conversation_id"], f["query_id"])
-        if key in qseen:
-            raise _fail(queries_file, "duplicate (conversation_id, query_id)", line=n, field="query_id",
-                        value=f["query_id"])
-        qseen.add(key)
-        for ev in f["evidence"]:
-            if (f["conversation_id"], ev) not in seen:
-                raise _fail(queries_file, f"evidence names no item of conversation {f['conversation_id']!r} "
-                            f"in {ITEMS_FILE}", line=n, field="evidence", value=ev)
-        questions.append(Question(**f))
-    return Dataset(card=card, items=tuple(items), questions=tuple(questions), report=report or LoadReport())
+    for n, obj in _read_jsonl(queries_file, rejections=rej):
+        with rej.record():
+            f = _parse_fields(queries_file, n, obj, _QUERY_SPEC)
+            key = (f["conversation_id"], f["query_id"])
+            if key in qseen:
+                raise _fail(queries_file, "duplicate (conversation_id, query_id)", line=n, field="query_id",
+                            value=f["query_id"])
+            for ev in f["evidence"]:
+                if (f["conversation_id"], ev) not in seen:
+                    raise _fail(queries_file, f"evidence names no item of conversation {f['conversation_id']!r} "
+                                f"in {ITEMS_FILE}", line=n, field="evidence", value=ev)
+            questions.append(Question(**f))
+            qseen.add(key)
+    report = dataclasses.replace(report or LoadReport(), questions_file=str(queries_file),
+                                 rejected=(report.rejected if report else []) + rej.rejected)
+    return Dataset(card=card, items=tuple(items), questions=tuple(questions), report=report)
 
 
 # ----------------------------------------------------------------------------- writing
@@ -468,9 +508,11 @@ def read_native_json(file: str | os.PathLike[str]) -> Any:
         raise _fail(path, f"invalid JSON ({exc.msg} at column {exc.colno}; truncated file?)", line=exc.lineno) from None
 
 
-def read_native_jsonl(file: str | os.PathLike[str]) -> list[tuple[int, Any]]:
-    """Read a JSON Lines file of a source benchmark as ``[(line_number, value), ...]`` (blank lines skipped)."""
-    return list(_read_jsonl(Path(file), "file is missing"))
+def read_native_jsonl(file: str | os.PathLike[str], *,
+                      rejections: Rejections | None = None) -> list[tuple[int, Any]]:
+    """Read a JSON Lines file of a source benchmark as ``[(line_number, value), ...]`` (blank lines skipped;
+    a line that is not UTF-8 JSON goes to ``rejections``, strict when None)."""
+    return list(_read_jsonl(Path(file), "file is missing", rejections))
 
 
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", bool: "a boolean"}

@@ -30,8 +30,8 @@ from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Iterable
 
-from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Question, native_field,
-                                             read_native_json, resolve_tz)
+from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question, Rejections,
+                                             native_field, read_native_json, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -89,7 +89,7 @@ def _sessions(conv: dict, *, file: Path, where: str) -> list[tuple[int, list]]:
 
 def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | None = None,
                 turn_spacing_s: float = 1.0, asked_after_s: float = 60.0, tz: str | tzinfo = "UTC",
-                name: str = "locomo") -> Dataset:
+                name: str = "locomo", lenient: bool = False) -> Dataset:
     """Load ``locomo10.json`` as a canonical `Dataset`.
 
     Args:
@@ -99,6 +99,8 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
         asked_after_s: questions are asked this many seconds after the conversation's last turn.
         tz: timezone of the (naive) session date-times.
         name: the card's name.
+        lenient: drop a malformed turn, session or question (a sample without id, conversation, turns or
+            qa list: the whole sample) and report it, instead of stopping (see ``canonical.Rejections``).
     """
     file = Path(path)
     zone = resolve_tz(tz)
@@ -111,75 +113,94 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
     if not isinstance(data, list):
         raise DatasetError(str(file), "must be a JSON list of samples", value=type(data).__name__)
     dropped: Counter[str] = Counter()
+    rej = Rejections(lenient)
     repaired: list[str] = []
     items: list[Item] = []
     questions: list[Question] = []
     for n, sample in enumerate(data):
-        cid = native_field(sample, "sample_id", str, file=file, where=f"[{n}]")
-        conv = native_field(sample, "conversation", dict, file=file, where=cid)
-        turn_ids: set[str] = set()
-        last: datetime | None = None
-        for sess_no, turns in _sessions(conv, file=file, where=f"{cid}.conversation"):
-            if not turns:
-                continue
-            date_key = f"session_{sess_no}_date_time"
-            raw_date = native_field(conv, date_key, str, file=file, where=f"{cid}.conversation")
-            try:
-                start = parse_session_time(raw_date, tz=zone)
-            except ValueError:
-                raise DatasetError(str(file), "session date not in the form '1:56 pm on 8 May, 2023'",
-                                   field=f"{cid}.conversation.{date_key}", value=raw_date) from None
-            for k, turn in enumerate(turns):
-                where = f"{cid}.conversation.session_{sess_no}[{k}]"
-                dia_id = native_field(turn, "dia_id", str, file=file, where=where)
-                if dia_id in turn_ids:
-                    dropped[DROP_DUPLICATE_TURN] += 1
+        # lenient: a bad turn, session date or question is dropped alone; a sample without its id,
+        # conversation, turns or qa list is dropped whole. Counts merge only for samples kept.
+        with rej.record(file, where=f"[{n}]"):
+            local: Counter[str] = Counter()
+            fixes: list[str] = []
+            cid = native_field(sample, "sample_id", str, file=file, where=f"[{n}]")
+            conv = native_field(sample, "conversation", dict, file=file, where=cid)
+            turn_ids: set[str] = set()
+            last: datetime | None = None
+            conv_items: list[Item] = []
+            for sess_no, turns in _sessions(conv, file=file, where=f"{cid}.conversation"):
+                if not turns:
                     continue
-                turn_ids.add(dia_id)
-                meta = {key: val for key, val in turn.items() if key not in ("dia_id", "speaker", "text")}
-                ts = start + timedelta(seconds=k * turn_spacing_s)
-                last = ts if last is None or ts > last else last
-                items.append(Item(cid, dia_id, f"session_{sess_no}",
-                                  native_field(turn, "speaker", str, file=file, where=where),
-                                  native_field(turn, "text", str, file=file, where=where), ts, meta))
-        if last is None:
-            raise DatasetError(str(file), "conversation has no turns", field=f"{cid}.conversation")
-        asked_at = last + timedelta(seconds=asked_after_s)
-        for qi, qa in enumerate(native_field(sample, "qa", list, file=file, where=cid)):
-            where = f"{cid}.qa[{qi}]"
-            category = native_field(qa, "category", int, file=file, where=where)
-            if category not in CATEGORY_NAMES:
-                raise DatasetError(str(file), "category must be 1-5", field=f"{where}.category", value=category)
-            if keep is not None and category not in keep:
-                dropped[DROP_CATEGORY] += 1
-                continue
-            raw_evidence = native_field(qa, "evidence", list, file=file, where=where)
-            if not raw_evidence:
-                dropped[DROP_NO_EVIDENCE_LISTED] += 1
-                continue
-            evidence: list[str] = []
-            for raw in raw_evidence:
-                if not isinstance(raw, str):
-                    raise DatasetError(str(file), "evidence must be strings", field=f"{where}.evidence", value=raw)
-                ids, bad = parse_evidence(raw)
-                if bad:
-                    dropped[DROP_MALFORMED_ID] += len(bad)
-                if ids != [raw]:
-                    repaired.append(f"{cid} q{qi}: {raw!r} -> {ids}")
-                for ev in ids:
-                    if ev not in turn_ids:
-                        dropped[DROP_UNKNOWN_ID] += 1
-                        repaired.append(f"{cid} q{qi}: {ev!r} names no turn, dropped")
-                    elif ev not in evidence:
-                        evidence.append(ev)
-            if not evidence:
-                dropped[DROP_NO_VALID_EVIDENCE] += 1
-                continue
-            meta: dict[str, Any] = {"category_name": CATEGORY_NAMES[category], "answer": qa.get("answer")}
-            if "adversarial_answer" in qa:
-                meta["adversarial_answer"] = qa["adversarial_answer"]
-            questions.append(Question(cid, f"q{qi}", native_field(qa, "question", str, file=file, where=where),
-                                      asked_at, str(category), tuple(evidence), meta))
+                with rej.record(file, where=f"{cid}.conversation.session_{sess_no}"):
+                    date_key = f"session_{sess_no}_date_time"
+                    raw_date = native_field(conv, date_key, str, file=file, where=f"{cid}.conversation")
+                    try:
+                        start = parse_session_time(raw_date, tz=zone)
+                    except ValueError:
+                        raise DatasetError(str(file), "session date not in the form '1:56 pm on 8 May, 2023'",
+                                           field=f"{cid}.conversation.{date_key}", value=raw_date) from None
+                    for k, turn in enumerate(turns):
+                        where = f"{cid}.conversation.session_{sess_no}[{k}]"
+                        with rej.record(file, where=where):
+                            dia_id = native_field(turn, "dia_id", str, file=file, where=where)
+                            if dia_id in turn_ids:
+                                local[DROP_DUPLICATE_TURN] += 1
+                                continue
+                            meta = {key: val for key, val in turn.items() if key not in ("dia_id", "speaker", "text")}
+                            ts = start + timedelta(seconds=k * turn_spacing_s)
+                            conv_items.append(Item(cid, dia_id, f"session_{sess_no}",
+                                                   native_field(turn, "speaker", str, file=file, where=where),
+                                                   native_field(turn, "text", str, file=file, where=where), ts,
+                                                   meta, Origin(str(file), where=where)))
+                            turn_ids.add(dia_id)
+                            last = ts if last is None or ts > last else last
+            if last is None:
+                raise DatasetError(str(file), "conversation has no turns", field=f"{cid}.conversation")
+            asked_at = last + timedelta(seconds=asked_after_s)
+            conv_questions: list[Question] = []
+            for qi, qa in enumerate(native_field(sample, "qa", list, file=file, where=cid)):
+                where = f"{cid}.qa[{qi}]"
+                with rej.record(file, where=where):
+                    category = native_field(qa, "category", int, file=file, where=where)
+                    if category not in CATEGORY_NAMES:
+                        raise DatasetError(str(file), "category must be 1-5", field=f"{where}.category",
+                                           value=category)
+                    if keep is not None and category not in keep:
+                        local[DROP_CATEGORY] += 1
+                        continue
+                    raw_evidence = native_field(qa, "evidence", list, file=file, where=where)
+                    if not raw_evidence:
+                        local[DROP_NO_EVIDENCE_LISTED] += 1
+                        continue
+                    evidence: list[str] = []
+                    for raw in raw_evidence:
+                        if not isinstance(raw, str):
+                            raise DatasetError(str(file), "evidence must be strings", field=f"{where}.evidence",
+                                               value=raw)
+                        ids, bad = parse_evidence(raw)
+                        if bad:
+                            local[DROP_MALFORMED_ID] += len(bad)
+                        if ids != [raw]:
+                            fixes.append(f"{cid} q{qi}: {raw!r} -> {ids}")
+                        for ev in ids:
+                            if ev not in turn_ids:
+                                local[DROP_UNKNOWN_ID] += 1
+                                fixes.append(f"{cid} q{qi}: {ev!r} names no turn, dropped")
+                            elif ev not in evidence:
+                                evidence.append(ev)
+                    if not evidence:
+                        local[DROP_NO_VALID_EVIDENCE] += 1
+                        continue
+                    meta_q: dict[str, Any] = {"category_name": CATEGORY_NAMES[category], "answer": qa.get("answer")}
+                    if "adversarial_answer" in qa:
+                        meta_q["adversarial_answer"] = qa["adversarial_answer"]
+                    conv_questions.append(Question(cid, f"q{qi}", native_field(qa, "question", str, file=file,
+                                                                               where=where),
+                                                   asked_at, str(category), tuple(evidence), meta_q))
+            items.extend(conv_items)
+            questions.extend(conv_questions)
+            dropped.update(local)
+            repaired.extend(fixes)
     notes = [f"evidence repaired or dropped: {r}" for r in repaired]
     if keep is not None:
         notes.append(f"categories kept: {sorted(keep)}")
@@ -189,4 +210,5 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
                 description="LoCoMo: very long two-person chats; questions with gold evidence turns "
                             "(D<session>:<turn>)")
     return Dataset(card=card, items=tuple(items), questions=tuple(questions),
-                   report=LoadReport(dropped=dict(dropped), notes=notes))
+                   report=LoadReport(dropped=dict(dropped), notes=notes,
+                                     questions_file=str(file), rejected=rej.rejected))

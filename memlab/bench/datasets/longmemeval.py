@@ -31,8 +31,8 @@ from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Literal
 
-from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Question, native_field,
-                                             read_native_json, resolve_tz)
+from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question, Rejections,
+                                             native_field, read_native_json, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned"
@@ -80,7 +80,7 @@ def _card(file: Path, name: str | None, granularity: str, abstention: str) -> Ca
 
 def load_longmemeval(path: str | os.PathLike[str], *, granularity: Literal["turn", "session"] = "turn",
                      abstention: Literal["drop", "keep"] = "drop", turn_spacing_s: float = 1.0,
-                     tz: str | tzinfo = "UTC", name: str | None = None) -> Dataset:
+                     tz: str | tzinfo = "UTC", name: str | None = None, lenient: bool = False) -> Dataset:
     """Load a LongMemEval file (``longmemeval_oracle.json``, ``longmemeval_s_cleaned.json``, ``..._m_...``).
 
     Args:
@@ -90,6 +90,8 @@ def load_longmemeval(path: str | os.PathLike[str], *, granularity: Literal["turn
         turn_spacing_s: seconds added per turn inside a session.
         tz: timezone of the (naive) dates.
         name: the card's name (default from the file name: longmemeval-oracle / -s / -m).
+        lenient: drop a question with a malformed field (and its haystack) and report it, instead of
+            stopping (see `memlab.bench.datasets.canonical.Rejections`).
     """
     if granularity not in GRANULARITIES:
         raise InvalidInput("granularity", f"must be one of {GRANULARITIES}", granularity)
@@ -102,75 +104,83 @@ def load_longmemeval(path: str | os.PathLike[str], *, granularity: Literal["turn
     if not isinstance(data, list):
         raise DatasetError(str(file), "must be a JSON list of questions", value=type(data).__name__)
     dropped: Counter[str] = Counter()
+    rej = Rejections(lenient)
     items: list[Item] = []
     questions: list[Question] = []
     for n, q in enumerate(data):
-        qid = native_field(q, "question_id", str, file=file, where=f"[{n}]")
-        qtype = native_field(q, "question_type", str, file=file, where=qid)
-        is_abs = qid.endswith("_abs")
-        if is_abs and abstention == "drop":
-            dropped[DROP_ABSTENTION] += 1
-            continue
-        sids = native_field(q, "haystack_session_ids", list, file=file, where=qid)
-        dates = native_field(q, "haystack_dates", list, file=file, where=qid)
-        sessions = native_field(q, "haystack_sessions", list, file=file, where=qid)
-        if not len(sids) == len(dates) == len(sessions):
-            raise DatasetError(str(file), "haystack_session_ids, haystack_dates and haystack_sessions differ in "
-                               "length", field=f"{qid}.haystack_sessions", value=(len(sids), len(dates), len(sessions)))
-        answer_sids = [str(s) for s in native_field(q, "answer_session_ids", list, file=file, where=qid)]
-        conv_items: list[Item] = []
-        local: Counter[str] = Counter()  # merged into dropped only if the question is kept
-        gold_turns: list[str] = []
-        seen_sessions: set[str] = set()
-        for k, (sid, date, turns) in enumerate(zip(sids, dates, sessions)):
-            sid = str(sid)
-            if sid in seen_sessions:
-                local[DROP_DUPLICATE_SESSION] += 1
+        with rej.record(file, where=f"[{n}]"):  # lenient: a bad question goes with its haystack
+            qid = native_field(q, "question_id", str, file=file, where=f"[{n}]")
+            qtype = native_field(q, "question_type", str, file=file, where=qid)
+            is_abs = qid.endswith("_abs")
+            if is_abs and abstention == "drop":
+                dropped[DROP_ABSTENTION] += 1
                 continue
-            seen_sessions.add(sid)
-            start = _date(date, file=file, field=f"{qid}.haystack_dates[{k}]", tz=zone)
-            if not isinstance(turns, list):
-                raise DatasetError(str(file), "must be a list of turns", field=f"{qid}.haystack_sessions[{k}]")
-            lines: list[str] = []
-            for t, turn in enumerate(turns):
-                where = f"{qid}.haystack_sessions[{k}][{t}]"
-                role = native_field(turn, "role", str, file=file, where=where)
-                content = native_field(turn, "content", str, file=file, where=where)
-                if not content.strip():
-                    local[DROP_EMPTY_TURN] += 1
+            sids = native_field(q, "haystack_session_ids", list, file=file, where=qid)
+            dates = native_field(q, "haystack_dates", list, file=file, where=qid)
+            sessions = native_field(q, "haystack_sessions", list, file=file, where=qid)
+            if not len(sids) == len(dates) == len(sessions):
+                raise DatasetError(str(file), "haystack_session_ids, haystack_dates and haystack_sessions differ in "
+                                   "length", field=f"{qid}.haystack_sessions",
+                                   value=(len(sids), len(dates), len(sessions)))
+            answer_sids = [str(s) for s in native_field(q, "answer_session_ids", list, file=file, where=qid)]
+            conv_items: list[Item] = []
+            local: Counter[str] = Counter()  # merged into dropped only if the question is kept
+            gold_turns: list[str] = []
+            seen_sessions: set[str] = set()
+            for k, (sid, date, turns) in enumerate(zip(sids, dates, sessions)):
+                sid = str(sid)
+                if sid in seen_sessions:
+                    local[DROP_DUPLICATE_SESSION] += 1
                     continue
-                lines.append(f"{role}: {content}")
-                if granularity == "turn":
-                    iid = f"{sid}:{t}"
-                    conv_items.append(Item(qid, iid, sid, role, content,
-                                           start + timedelta(seconds=t * turn_spacing_s), {}))
-                    if turn.get("has_answer") is True:
-                        gold_turns.append(iid)
-            if granularity == "session" and lines:
-                conv_items.append(Item(qid, sid, sid, "", "\n".join(lines), start, {}))
-        if granularity == "turn":
-            evidence = gold_turns
-            if not evidence:
-                dropped[DROP_NO_HAS_ANSWER] += 1
-                continue
-        else:
-            have = {it.item_id for it in conv_items}
-            evidence = [s for s in dict.fromkeys(answer_sids) if s in have]
-            if missing := set(answer_sids) - have:
-                local[DROP_UNKNOWN_SESSION] += len(missing)
-            if not evidence:
-                dropped[DROP_NO_ANSWER_SESSION] += 1
-                continue
-        answer = q.get("answer")
-        meta: dict[str, Any] = {"answer": answer if isinstance(answer, (str, int, float)) else str(answer),
-                                "answer_session_ids": answer_sids, "question_type": qtype, "abstention": is_abs}
-        asked_at = _date(native_field(q, "question_date", str, file=file, where=qid), file=file,
-                         field=f"{qid}.question_date", tz=zone)
-        dropped.update(local)
-        items.extend(conv_items)
-        questions.append(Question(qid, qid, native_field(q, "question", str, file=file, where=qid), asked_at,
-                                  qtype + ("_abs" if is_abs else ""), tuple(evidence), meta))
+                seen_sessions.add(sid)
+                start = _date(date, file=file, field=f"{qid}.haystack_dates[{k}]", tz=zone)
+                if not isinstance(turns, list):
+                    raise DatasetError(str(file), "must be a list of turns", field=f"{qid}.haystack_sessions[{k}]")
+                lines: list[str] = []
+                for t, turn in enumerate(turns):
+                    where = f"{qid}.haystack_sessions[{k}][{t}]"
+                    role = native_field(turn, "role", str, file=file, where=where)
+                    content = native_field(turn, "content", str, file=file, where=where)
+                    if not content.strip():
+                        local[DROP_EMPTY_TURN] += 1
+                        continue
+                    lines.append(f"{role}: {content}")
+                    if granularity == "turn":
+                        iid = f"{sid}:{t}"
+                        conv_items.append(Item(qid, iid, sid, role, content,
+                                               start + timedelta(seconds=t * turn_spacing_s), {},
+                                               Origin(str(file), where=where, text_field="content")))
+                        if turn.get("has_answer") is True:
+                            gold_turns.append(iid)
+                if granularity == "session" and lines:
+                    conv_items.append(Item(qid, sid, sid, "", "\n".join(lines), start, {},
+                                           Origin(str(file), where=f"{qid}.haystack_sessions[{k}]",
+                                                  text_field="content")))
+            if granularity == "turn":
+                evidence = gold_turns
+                if not evidence:
+                    dropped[DROP_NO_HAS_ANSWER] += 1
+                    continue
+            else:
+                have = {it.item_id for it in conv_items}
+                evidence = [s for s in dict.fromkeys(answer_sids) if s in have]
+                if missing := set(answer_sids) - have:
+                    local[DROP_UNKNOWN_SESSION] += len(missing)
+                if not evidence:
+                    dropped[DROP_NO_ANSWER_SESSION] += 1
+                    continue
+            answer = q.get("answer")
+            meta: dict[str, Any] = {"answer": answer if isinstance(answer, (str, int, float)) else str(answer),
+                                    "answer_session_ids": answer_sids, "question_type": qtype, "abstention": is_abs}
+            asked_at = _date(native_field(q, "question_date", str, file=file, where=qid), file=file,
+                             field=f"{qid}.question_date", tz=zone)
+            question = Question(qid, qid, native_field(q, "question", str, file=file, where=qid), asked_at,
+                                qtype + ("_abs" if is_abs else ""), tuple(evidence), meta)
+            dropped.update(local)
+            items.extend(conv_items)
+            questions.append(question)
     notes = [f"granularity={granularity}; abstention={abstention}",
              "questions dropped take their haystack with them (each question is its own conversation)"]
     return Dataset(card=_card(file, name, granularity, abstention), items=tuple(items), questions=tuple(questions),
-                   report=LoadReport(dropped=dict(dropped), notes=notes))
+                   report=LoadReport(dropped=dict(dropped), notes=notes,
+                                     questions_file=str(file), rejected=rej.rejected))

@@ -33,8 +33,8 @@ from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Question, native_field,
-                                             read_native_jsonl, resolve_tz)
+from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question, Rejections,
+                                             native_field, read_native_jsonl, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://github.com/hejunqing/MADial-Bench"
@@ -88,14 +88,24 @@ def _zh_folder(folder: Path, zh_path: str | os.PathLike[str] | None) -> Path:
                        "folder (MADial-Bench-zh-memory.json); pass zh_path=", field="zh_path")
 
 
-def _read_memory(file: Path, *, owners: dict[str, str] | None, tz: tzinfo,
-                 dropped: Counter[str]) -> list[tuple[str, str, dict[str, Any], datetime]]:
-    """``[(owner, entry id, entry, time), ...]``; owners from the entry itself unless ``owners`` is given."""
+def _read_memory(file: Path, *, owners: dict[str, str] | None, tz: tzinfo, dropped: Counter[str],
+                 rejections: Rejections) -> list[tuple[str, str, dict[str, Any], datetime, int]]:
+    """``[(owner, entry id, entry, time, line), ...]``; owners from the entry itself unless ``owners`` is
+    given. A bad line goes to ``rejections`` whole."""
     out, seen = [], set()
-    for line, obj in read_native_jsonl(file):
-        if not isinstance(obj, dict):
-            raise DatasetError(str(file), "must be a JSON object {id: entry}", line=line, value=type(obj).__name__)
-        for key, entry in obj.items():
+    for line, obj in read_native_jsonl(file, rejections=rejections):
+        with rejections.record(file, line=line):
+            out.extend(_memory_line(file, line, obj, owners=owners, tz=tz, dropped=dropped, seen=seen))
+    return out
+
+
+def _memory_line(file: Path, line: int, obj: Any, *, owners: dict[str, str] | None, tz: tzinfo,
+                 dropped: Counter[str], seen: set[str]) -> list[tuple[str, str, dict[str, Any], datetime, int]]:
+    """The entries of one line of a memory file (see `_read_memory`)."""
+    out = []
+    if not isinstance(obj, dict):
+        raise DatasetError(str(file), "must be a JSON object {id: entry}", line=line, value=type(obj).__name__)
+    for key, entry in obj.items():
             where = f"{key}"
             event = native_field(entry, "event", str, file=file, where=where, line=line)
             raw_time = native_field(entry, "time", str, file=file, where=where, line=line)
@@ -117,16 +127,23 @@ def _read_memory(file: Path, *, owners: dict[str, str] | None, tz: tzinfo,
             if key in seen:
                 dropped[DROP_DUPLICATE_ENTRY] += 1
                 continue
-            seen.add(key)
             if not event.strip():
                 raise DatasetError(str(file), "event must not be empty", line=line, field=f"{where}.event")
-            out.append((owner, key, entry, when))
+            out.append((owner, key, entry, when, line))
+    seen.update(key for _, key, *_ in out)
     return out
+
+
+def _positions(file: Path) -> dict[int, int]:
+    """1-based line -> 0-based place among the file's non-blank lines."""
+    with open(file, "rb") as fh:
+        return {n: i for i, n in enumerate(n for n, raw in enumerate(fh, 1) if raw.strip())}
 
 
 def load_madial(path: str | os.PathLike[str], *, language: str | None = None,
                 zh_path: str | os.PathLike[str] | None = None, context_turns: int | None = None,
-                asked_after_days: float = 1.0, tz: str | tzinfo = "UTC", name: str | None = None) -> Dataset:
+                asked_after_days: float = 1.0, tz: str | tzinfo = "UTC", name: str | None = None,
+                lenient: bool = False) -> Dataset:
     """Load one language folder of MADial-Bench.
 
     Args:
@@ -138,6 +155,8 @@ def load_madial(path: str | os.PathLike[str], *, language: str | None = None,
         asked_after_days: questions are asked this long after the user's latest memory.
         tz: timezone of the (date-only) memory times.
         name: the card's name (default ``madial-<lang>``).
+        lenient: drop a malformed line (a memory entry, a dialogue) and report it, instead of stopping
+            (see ``canonical.Rejections``).
     """
     folder, zone = Path(path), resolve_tz(tz)
     lang = language or _detect_language(folder)
@@ -148,65 +167,70 @@ def load_madial(path: str | os.PathLike[str], *, language: str | None = None,
         raise InvalidInput("context_turns", "must be a positive int or None", context_turns)
     dialogue_file, memory_file = _files(folder, lang)
     dropped: Counter[str] = Counter()
+    rej = Rejections(lenient)
     owners = None
     if lang == "en":
         zh_entries = _read_memory(_files(_zh_folder(folder, zh_path), "zh")[1], owners=None, tz=zone,
-                                  dropped=Counter())
-        owners = {key: owner for owner, key, _, _ in zh_entries}
-    entries = _read_memory(memory_file, owners=owners, tz=zone, dropped=dropped)
-    dialogues = read_native_jsonl(dialogue_file)
-
+                                  dropped=Counter(), rejections=rej)
+        owners = {key: owner for owner, key, *_ in zh_entries}
+    entries = _read_memory(memory_file, owners=owners, tz=zone, dropped=dropped, rejections=rej)
+    position = _positions(dialogue_file)  # an English dialogue's id: its place among the non-blank lines
+    dialogues = []
     names: dict[str, Counter[str]] = {}
-    for line, dlg in dialogues:
-        uid = str(native_field(dlg, "user-id", (int, str), file=dialogue_file, where="", line=line))
-        turns = native_field(dlg, "dialogue", list, file=dialogue_file, where="", line=line)
-        tags = Counter(split_turn(t)[0] for t in turns if isinstance(t, str))
-        names.setdefault(uid, Counter()).update({k: v for k, v in tags.items() if k and k != "Assistant"})
-    owner_of = {key: owner for owner, key, _, _ in entries}
+    for line, dlg in read_native_jsonl(dialogue_file, rejections=rej):
+        with rej.record(dialogue_file, line=line):
+            uid = str(native_field(dlg, "user-id", (int, str), file=dialogue_file, where="", line=line))
+            turns = native_field(dlg, "dialogue", list, file=dialogue_file, where="", line=line)
+            if not all(isinstance(t, str) for t in turns):
+                raise DatasetError(str(dialogue_file), "dialogue turns must be strings", line=line, field="dialogue")
+            tags = Counter(split_turn(t)[0] for t in turns)
+            names.setdefault(uid, Counter()).update({k: v for k, v in tags.items() if k and k != "Assistant"})
+            dialogues.append((line, dlg))
+    owner_of = {key: owner for owner, key, *_ in entries}
     latest: dict[str, datetime] = {}
     items: list[Item] = []
-    for owner, key, entry, when in entries:
+    for owner, key, entry, when, line in entries:
         latest[owner] = max(when, latest.get(owner, when))
         speaker = names[owner].most_common(1)[0][0] if names.get(owner) else ""
         meta = {"time": entry["time"], "scene": entry.get("scene"), "emotion": entry.get("emotion")}
-        items.append(Item(owner, key, entry["time"].strip(), speaker, entry["event"], when, meta))
+        items.append(Item(owner, key, entry["time"].strip(), speaker, entry["event"], when, meta,
+                          Origin(str(memory_file), line, where=key, text_field="event")))
 
     questions: list[Question] = []
-    for pos, (line, dlg) in enumerate(dialogues):
-        uid = str(dlg["user-id"])
-        turns = dlg["dialogue"]
-        if not all(isinstance(t, str) for t in turns):
-            raise DatasetError(str(dialogue_file), "dialogue turns must be strings", line=line, field="dialogue")
-        test_turns = native_field(dlg, "test-turn", list, file=dialogue_file, where="", line=line)
-        if not test_turns or not all(isinstance(t, int) and 0 < t < len(turns) for t in test_turns):
-            dropped[DROP_BAD_TEST_TURN] += 1
-            continue
-        first = min(test_turns)
-        context = [render_turn(t) for t in turns[:first] if t.strip() not in _MARKERS]
-        context = [c for c in context if c]
-        if context_turns is not None:
-            context = context[-context_turns:]
-        if not context:
-            dropped[DROP_NO_CONTEXT] += 1
-            continue
-        evidence: list[str] = []
-        raw_relevant = native_field(dlg, "relevant-id", list, file=dialogue_file, where="", line=line)
-        for rid in raw_relevant:
-            rid = str(rid)
-            if rid not in owner_of:
-                dropped[DROP_UNKNOWN_RELEVANT] += 1
-            elif owner_of[rid] != uid:
-                dropped[DROP_OTHER_USER] += 1
-            elif rid not in evidence:
-                evidence.append(rid)
-        if not evidence:
-            dropped[DROP_NO_EVIDENCE] += 1
-            continue
-        qid = str(dlg["id"]) if "id" in dlg else str(pos)
-        meta = {"test_turns": list(test_turns), "gold_reply": render_turn(turns[first]),
-                "relevant_ids": [str(r) for r in raw_relevant], "line": line}
-        asked_at = latest[uid] + timedelta(days=asked_after_days)
-        questions.append(Question(uid, qid, "\n".join(context), asked_at, "recall", tuple(evidence), meta))
+    for line, dlg in dialogues:
+        with rej.record(dialogue_file, line=line):
+            uid = str(dlg["user-id"])
+            turns = dlg["dialogue"]
+            test_turns = native_field(dlg, "test-turn", list, file=dialogue_file, where="", line=line)
+            if not test_turns or not all(isinstance(t, int) and 0 < t < len(turns) for t in test_turns):
+                dropped[DROP_BAD_TEST_TURN] += 1
+                continue
+            first = min(test_turns)
+            context = [render_turn(t) for t in turns[:first] if t.strip() not in _MARKERS]
+            context = [c for c in context if c]
+            if context_turns is not None:
+                context = context[-context_turns:]
+            if not context:
+                dropped[DROP_NO_CONTEXT] += 1
+                continue
+            evidence: list[str] = []
+            raw_relevant = native_field(dlg, "relevant-id", list, file=dialogue_file, where="", line=line)
+            for rid in raw_relevant:
+                rid = str(rid)
+                if rid not in owner_of:
+                    dropped[DROP_UNKNOWN_RELEVANT] += 1
+                elif owner_of[rid] != uid:
+                    dropped[DROP_OTHER_USER] += 1
+                elif rid not in evidence:
+                    evidence.append(rid)
+            if not evidence:
+                dropped[DROP_NO_EVIDENCE] += 1
+                continue
+            qid = str(dlg["id"]) if "id" in dlg else str(position[line])
+            meta = {"test_turns": list(test_turns), "gold_reply": render_turn(turns[first]),
+                    "relevant_ids": [str(r) for r in raw_relevant], "line": line}
+            asked_at = latest[uid] + timedelta(days=asked_after_days)
+            questions.append(Question(uid, qid, "\n".join(context), asked_at, "recall", tuple(evidence), meta))
 
     card = Card(name=name or f"madial-{lang}", version=f"MADial-Bench;context_turns={context_turns or 'all'}",
                 language=lang, license=LICENSE, source=OFFICIAL_URL, granularity="memory-entry",
@@ -217,7 +241,8 @@ def load_madial(path: str | os.PathLike[str], *, language: str | None = None,
     if lang == "en":
         notes.append("English entries take their owner from the Chinese memory file (same ids)")
     return Dataset(card=card, items=tuple(items), questions=tuple(questions),
-                   report=LoadReport(dropped=dict(dropped), notes=notes))
+                   report=LoadReport(dropped=dict(dropped), notes=notes,
+                                     questions_file=str(dialogue_file), rejected=rej.rejected))
 
 
 def load_madial_zh(path: str | os.PathLike[str], **options: Any) -> Dataset:

@@ -35,8 +35,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Question, native_field,
-                                             read_native_json, resolve_tz)
+from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question, Rejections,
+                                             native_field, read_native_json, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://github.com/nuster1128/MemSim"
@@ -126,7 +126,7 @@ def _distractors(pool: Sequence[str], n: int, rng: np.random.Generator) -> tuple
 def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0,
                   pool: Sequence[str] | None = None, pool_path: str | os.PathLike[str] | None = None,
                   pool_include_responses: bool = False, tz: str | tzinfo = "UTC",
-                  name: str = "memdaily") -> Dataset:
+                  name: str = "memdaily", lenient: bool = False) -> Dataset:
     """Load MemDaily (the folder holding ``messages_and_QAs/``, or that folder itself).
 
     Args:
@@ -138,6 +138,8 @@ def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0
         pool_include_responses: also use the companion's replies of the pool.
         tz: timezone of the (naive) times.
         name: the card's name.
+        lenient: drop a malformed message or question (a trajectory without tid, message_list or
+            question_list: all of it) and report it, instead of stopping (see ``canonical.Rejections``).
     """
     if isinstance(noise, bool) or not isinstance(noise, int) or noise < 0:
         raise InvalidInput("noise", "must be a non-negative int (the paper uses 0, 9, 49, 99, 199)", noise)
@@ -159,6 +161,7 @@ def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0
         raise InvalidInput("pool", "must hold at least one text when noise > 0", pool)
 
     dropped: Counter[str] = Counter()
+    rej = Rejections(lenient)
     items: list[Item] = []
     questions: list[Question] = []
     reused = 0
@@ -170,60 +173,68 @@ def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0
         if not isinstance(data, list):
             raise DatasetError(str(file), "must be a JSON list of trajectories", value=type(data).__name__)
         for n, traj in enumerate(data):
-            tid = native_field(traj, "tid", (int, str), file=file, where=f"[{n}]")
-            cid = f"{stem}:{tid}"
-            messages = native_field(traj, "message_list", list, file=file, where=cid)
-            stream: list[Item] = []
-            for k, msg in enumerate(messages):
-                where = f"{cid}.message_list[{k}]"
-                when = _read_time(msg, file=file, where=where, tz=zone)
-                mid = str(native_field(msg, "mid", (int, str), file=file, where=where))
-                stream.append(Item(cid, mid, when.date().isoformat(), "user",
-                                   native_field(msg, "message", str, file=file, where=where), when,
-                                   {"place": msg.get("place")}))
-            mids = {it.item_id for it in stream}
-            kept: list[Question] = []
-            for k, qa in enumerate(native_field(traj, "question_list", list, file=file, where=cid)):
-                where = f"{cid}.question_list[{k}]"
-                text = native_field(qa, "question", str, file=file, where=where)
-                answer = qa.get("answer")
-                if text.strip() == "[ERRORQ]":
-                    dropped[DROP_ERRORQ] += 1
+            # lenient: a bad message or question is dropped alone; a trajectory without tid, message_list
+            # or question_list is dropped whole
+            with rej.record(file, where=f"[{n}]"):
+                tid = native_field(traj, "tid", (int, str), file=file, where=f"[{n}]")
+                cid = f"{stem}:{tid}"
+                messages = native_field(traj, "message_list", list, file=file, where=cid)
+                stream: list[Item] = []
+                for k, msg in enumerate(messages):
+                    where = f"{cid}.message_list[{k}]"
+                    with rej.record(file, where=where):
+                        when = _read_time(msg, file=file, where=where, tz=zone)
+                        mid = str(native_field(msg, "mid", (int, str), file=file, where=where))
+                        stream.append(Item(cid, mid, when.date().isoformat(), "user",
+                                           native_field(msg, "message", str, file=file, where=where), when,
+                                           {"place": msg.get("place")},
+                                           Origin(str(file), where=where, text_field="message")))
+                mids = {it.item_id for it in stream}
+                kept: list[Question] = []
+                for k, qa in enumerate(native_field(traj, "question_list", list, file=file, where=cid)):
+                    where = f"{cid}.question_list[{k}]"
+                    with rej.record(file, where=where):
+                        text = native_field(qa, "question", str, file=file, where=where)
+                        answer = qa.get("answer")
+                        if text.strip() == "[ERRORQ]":
+                            dropped[DROP_ERRORQ] += 1
+                            continue
+                        if isinstance(answer, str) and answer.strip() == "[ERRORA]":
+                            dropped[DROP_ERRORA] += 1
+                            continue
+                        evidence: list[str] = []
+                        for target in native_field(qa, "target_step_id", list, file=file, where=where):
+                            if str(target) not in mids:
+                                dropped[DROP_UNKNOWN_TARGET] += 1
+                            elif str(target) not in evidence:
+                                evidence.append(str(target))
+                        if not evidence:
+                            dropped[DROP_NO_EVIDENCE] += 1
+                            continue
+                        asked_at = _read_time(qa, file=file, where=where, tz=zone)
+                        meta = {"answer": answer, "choices": qa.get("choices"),
+                                "ground_truth": qa.get("ground_truth"), "scenario": scenario,
+                                "source_file": file.name, "tid": tid}
+                        qid = str(native_field(qa, "qid", (int, str), file=file, where=where))
+                        kept.append(Question(cid, qid, text, asked_at, qtype, tuple(evidence), meta))
+                if not kept:
+                    if stream:
+                        dropped[DROP_STREAM_MESSAGES] += len(stream)
                     continue
-                if isinstance(answer, str) and answer.strip() == "[ERRORA]":
-                    dropped[DROP_ERRORA] += 1
-                    continue
-                evidence: list[str] = []
-                for target in native_field(qa, "target_step_id", list, file=file, where=where):
-                    if str(target) not in mids:
-                        dropped[DROP_UNKNOWN_TARGET] += 1
-                    elif str(target) not in evidence:
-                        evidence.append(str(target))
-                if not evidence:
-                    dropped[DROP_NO_EVIDENCE] += 1
-                    continue
-                asked_at = _read_time(qa, file=file, where=where, tz=zone)
-                meta = {"answer": answer, "choices": qa.get("choices"), "ground_truth": qa.get("ground_truth"),
-                        "scenario": scenario, "source_file": file.name, "tid": tid}
-                kept.append(Question(cid, str(native_field(qa, "qid", (int, str), file=file, where=where)), text,
-                                     asked_at, qtype, tuple(evidence), meta))
-            if not kept:
-                if stream:
-                    dropped[DROP_STREAM_MESSAGES] += len(stream)
-                continue
-            if noise > 0 and stream:
-                rng = np.random.default_rng([seed, zlib.crc32(cid.encode("utf-8"))])
-                texts, was_reused = _distractors(pool, noise * len(stream), rng)
-                reused += was_reused
-                start = min(it.timestamp for it in stream)
-                span = (max(it.timestamp for it in stream) - start).total_seconds()
-                offsets = np.floor(rng.uniform(0.0, span, size=len(texts))) if span > 0 else np.zeros(len(texts))
-                for j, (text, off) in enumerate(zip(texts, offsets.tolist())):
-                    when = start + timedelta(seconds=off)
-                    stream.append(Item(cid, f"noise-{j}", when.date().isoformat(), "user", text, when,
-                                       {"distractor": True}))
-            items.extend(sorted(stream, key=lambda it: it.timestamp))
-            questions.extend(kept)
+                if noise > 0 and stream:
+                    rng = np.random.default_rng([seed, zlib.crc32(cid.encode("utf-8"))])
+                    texts, was_reused = _distractors(pool, noise * len(stream), rng)
+                    reused += was_reused
+                    start = min(it.timestamp for it in stream)
+                    span = (max(it.timestamp for it in stream) - start).total_seconds()
+                    offsets = (np.floor(rng.uniform(0.0, span, size=len(texts))) if span > 0
+                               else np.zeros(len(texts)))
+                    for j, (text, off) in enumerate(zip(texts, offsets.tolist())):
+                        when = start + timedelta(seconds=off)
+                        stream.append(Item(cid, f"noise-{j}", when.date().isoformat(), "user", text, when,
+                                           {"distractor": True}))
+                items.extend(sorted(stream, key=lambda it: it.timestamp))
+                questions.extend(kept)
     notes = [f"noise={noise} distractors per stream message, seed={seed}"]
     if noise > 0:
         notes.append(f"distractor pool: {len(pool)} texts")
@@ -234,4 +245,5 @@ def load_memdaily(path: str | os.PathLike[str], *, noise: int = 0, seed: int = 0
                 description="MemDaily (MemSim): short streams of user messages, one question each with gold "
                             "message ids (target_step_id)" + (f"; {noise}x distractors" if noise else ""))
     return Dataset(card=card, items=tuple(items), questions=tuple(questions),
-                   report=LoadReport(dropped=dict(dropped), notes=notes))
+                   report=LoadReport(dropped=dict(dropped), notes=notes,
+                                     questions_file=str(mdir), rejected=rej.rejected))

@@ -48,10 +48,10 @@ class DatasetSpec:
     options: Mapping[str, str] = field(default_factory=dict)
 
 
-def _load_canonical(path: str | os.PathLike[str], **options: Any) -> Dataset:
+def _load_canonical(path: str | os.PathLike[str], *, lenient: bool = False, **options: Any) -> Dataset:
     if options:
-        raise InvalidInput("options", "a canonical dataset takes no loader options", sorted(options))
-    return read_dataset(path)
+        raise InvalidInput("options", "a canonical dataset takes no loader options but lenient", sorted(options))
+    return read_dataset(path, lenient=lenient)
 
 
 def _lme(default_name: str) -> Callable[..., Dataset]:
@@ -61,8 +61,9 @@ def _lme(default_name: str) -> Callable[..., Dataset]:
     return loader
 
 
+_LENIENT = {"lenient": "drop and report bad records instead of stopping at the first (false)"}
 _LME_OPTS = {"granularity": "turn (default) | session", "abstention": "drop (default) | keep",
-             "turn_spacing_s": "seconds between turns (1.0)", "tz": "timezone of the dates (UTC)"}
+             "turn_spacing_s": "seconds between turns (1.0)", "tz": "timezone of the dates (UTC)", **_LENIENT}
 _LME_URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned"
 
 _REGISTRY: dict[str, DatasetSpec] = {}
@@ -84,7 +85,7 @@ for _spec in (
                 "locomo/locomo10.json",
                 options={"categories": "LoCoMo categories to keep, e.g. [1,2,3,4] (all)",
                          "turn_spacing_s": "seconds between turns (1.0)",
-                         "asked_after_s": "questions asked this long after the last turn (60)"}),
+                         "asked_after_s": "questions asked this long after the last turn (60)", **_LENIENT}),
     # The oracle copy in ../shared was reassembled and re-sorted: it is not the official file, so no checksum.
     DatasetSpec("longmemeval-oracle", _lme("longmemeval-oracle"), "LongMemEval oracle: 500 questions, each with "
                 "only its evidence sessions; turn-level gold (has_answer)", "en", "MIT", _LME_URL, {},
@@ -100,14 +101,16 @@ for _spec in (
                 "https://github.com/hejunqing/MADial-Bench (data/ch)",
                 {"MADial-Bench-zh-dialogue.json": "760e929111c2b2abb4a78f36d96256b0cebe8e4ce1f180371c4404a7c7f81186",
                  "MADial-Bench-zh-memory.json": "a07531f7f3a6265dbb838f8623b7f981cdb5f74206e65c6a276c178ad0bd93df"},
-                "madial_bench/zh", options={"context_turns": "turns before the test turn in the query (all)"}),
+                "madial_bench/zh", options={"context_turns": "turns before the test turn in the query (all)",
+                                            **_LENIENT}),
     DatasetSpec("madial-en", load_madial_en, "MADial-Bench (en): 160 dialogues; entry owners come from the zh "
                 "folder (zh_path, default the sibling zh folder)", "en", "MIT",
                 "https://github.com/hejunqing/MADial-Bench (data/en and data/ch)",
                 {"MADial-Bench-en-dialogue.json": "ba987172b4a720dd108c9a3b04855b8489ecde96fdf5d484d6522602ec6f4a31",
                  "MADial-Bench-en-memory.json": "d384b2d35e01ed364165001911af7f8193c808d168b106dea7b23435c7717aa5"},
                 "madial_bench/en", options={"zh_path": "the zh folder (sibling zh)",
-                                            "context_turns": "turns before the test turn in the query (all)"}),
+                                            "context_turns": "turns before the test turn in the query (all)",
+                                            **_LENIENT}),
     # The shared copy is a third of the trajectories, not the official set: no checksum.
     DatasetSpec("memdaily", load_memdaily, "MemDaily (MemSim): short user-message streams, one question each; "
                 "distractors from a MemoryBank pool with noise/seed", "zh",
@@ -115,10 +118,10 @@ for _spec in (
                 "https://github.com/nuster1128/MemSim (data_generation/final_dataset/messages_and_QAs)", {},
                 "memdaily", options={"noise": "distractors per message: 0, 9, 49, 99, 199 (0)",
                                      "seed": "distractor seed (0)",
-                                     "pool_path": "MemoryBank folder (<root>/memorybank/cn)"}),
+                                     "pool_path": "MemoryBank folder (<root>/memorybank/cn)", **_LENIENT}),
     DatasetSpec("memlab-lifelog", _load_canonical, "memlab's own labelled lifelog recall set (canonical format, "
                 "shipped with the repository)", "mixed", "CC0-1.0 (see its card.json)", "(bundled with memlab)", {},
-                "datasets/memlab-lifelog", bundled=True),
+                "datasets/memlab-lifelog", bundled=True, options=_LENIENT),
 ):
     register(_spec)
 
