@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator
 
-from memlab.errors import CorruptStore, StoreError
+from memlab.errors import CorruptStore, StoreError, StoreLocked
 
 _MAGIC = b"SQLite format 3\x00"
 _HEADER_BYTES = 100
@@ -132,8 +132,7 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
                     raise CorruptStore(f"{name}: PRAGMA quick_check failed: {detail}")
         except mod.DatabaseError as exc:
             if isinstance(exc, mod.OperationalError) and "locked" in str(exc):
-                raise StoreError(f"{name}: database is locked (busy_timeout_ms="
-                                 f"{busy_timeout_ms}): {exc}") from exc
+                raise StoreLocked(locked_message(conn, exc), path=name) from exc
             raise CorruptStore(f"{name}: cannot read the schema (sqlite_master): {exc}") from exc
         if load_vec:
             _load_vec(conn, name)
@@ -149,6 +148,22 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
         conn.close()
         raise
     return conn
+
+
+def db_path(conn: Connection) -> str:
+    """The file of the connection's main database (``":memory:"`` for an in-memory one)."""
+    for _, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return file or ":memory:"
+    return ":memory:"  # pragma: no cover - every connection has a main database
+
+
+def locked_message(conn: Connection, exc: BaseException) -> str:
+    """What a lock timeout means and what to do, naming the store and ``store.busy_timeout_ms``."""
+    timeout = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    return (f"{db_path(conn)}: another connection holds the store's write lock and it was not "
+            f"released within store.busy_timeout_ms = {timeout} ms ({exc}); nothing was written: "
+            f"retry later, stop the other writer, or raise store.busy_timeout_ms")
 
 
 @contextmanager
@@ -173,7 +188,10 @@ def transaction(conn: Connection) -> Iterator[Connection]:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except mod.OperationalError as exc:
-        raise StoreError(f"cannot start a write transaction: {exc}") from exc
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StoreLocked(locked_message(conn, exc), path=db_path(conn)) from exc
+        raise StoreError(f"{db_path(conn)}: cannot start a write transaction: {exc}",
+                         path=db_path(conn)) from exc
     try:
         yield conn
     except BaseException:
