@@ -49,6 +49,11 @@ class CorruptStore(StoreError):
     """The database file is not a readable SQLite database or fails its integrity check."""
 
 
+class ReadOnlyStore(StoreError):
+    """SQLite could not write: the file, its folder or its -wal/-shm files are read-only, or the
+    store was opened read-only. Nothing was written."""
+
+
 class StoreLocked(StoreError):
     """Another connection held the store's write lock longer than ``store.busy_timeout_ms``."""
 

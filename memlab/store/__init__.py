@@ -20,7 +20,7 @@ from pathlib import Path
 from memlab.config import MemlabConfig
 
 from .cache import EmbeddingCache, EmbeddingCacheFile, text_hash
-from .connect import Connection, connect, driver, transaction
+from .connect import Connection, connect, db_path, driver, store_error, transaction
 from .exact import ExactIndex
 from .facade import DenseView, Store
 from .memindex import MemoryIndex
@@ -55,6 +55,6 @@ def vector_cache(conn: Connection, *, model_version: str, dim: int,
 
 __all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "Store", "ExactIndex", "LATEST", "MIGRATIONS", "MemoryIndex",
            "Repository",
-           "VectorCache", "VectorMeta", "connect", "driver", "load_meta", "migrate", "open_store",
+           "VectorCache", "VectorMeta", "connect", "db_path", "driver", "load_meta", "migrate", "open_store",
            "quantize_int8", "quarter", "quarters_between", "registered_tables", "schema_version",
-           "table_name", "text_hash", "transaction", "validate_record", "vector_cache"]
+           "store_error", "table_name", "text_hash", "transaction", "validate_record", "vector_cache"]

@@ -42,7 +42,7 @@ from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUS
                           LIFECYCLE_STATES, RETENTION_LAYERS, SCOPES, CATEGORIES)
 
 from .cache import CACHE_TABLE_SQL
-from .connect import Connection, db_errors, transaction
+from .connect import Connection, transaction
 
 
 def _in(values: Sequence[str]) -> str:
@@ -256,8 +256,9 @@ def migrate(conn: Connection, *, migrations: Sequence[tuple[int, str, Sequence[S
             for step in steps:
                 try:
                     step(conn) if callable(step) else conn.execute(step)
-                except db_errors() as exc:
-                    raise StoreError(f"migration {version} ({name}) failed: {exc}") from exc
+                except StoreError as exc:   # the driver's error, mapped (connect.store_error)
+                    raise type(exc)(f"migration {version} ({name}) failed: {exc}",
+                                    path=exc.path) from exc
             conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
                          (version, name))
             conn.execute(f"PRAGMA user_version = {int(version)}")

@@ -35,9 +35,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from memlab.errors import InvalidInput, StoreError
+from memlab.errors import CorruptStore, InvalidInput, StoreError
 
-from .connect import Connection, transaction
+from .connect import Connection, db_path, transaction
 
 MAX_K = 4096  # sqlite-vec's limit on k
 
@@ -284,7 +284,20 @@ class VectorCache:
         out = np.empty((len(rowids), self.dim), np.float32)
         for i, r in enumerate(rowids):
             out[i] = self.decode(found[r])
-        return out
+        return self._finite(rowids, out)
+
+    def _finite(self, rowids: Sequence[int], mat: np.ndarray) -> np.ndarray:
+        """``mat``, or CorruptStore when a stored vector is not finite: memlab never writes one
+        (check_vectors), so NaN or inf bytes are damage, not a vector to rank by."""
+        ok = np.isfinite(mat).all(axis=1)
+        if not ok.all():
+            path = db_path(self.conn)
+            raise CorruptStore(f"{path}: the vector table {self.table} is damaged: the vector of "
+                               f"rowid {int(np.asarray(rowids)[~ok][0])} is not finite "
+                               f"({int((~ok).sum())} such); run `memlab store check {path}`, and "
+                               f"`memlab store rebuild {path}` to rebuild the vector table from "
+                               f"the records", path=path)
+        return mat
 
     def rows(self) -> tuple[np.ndarray, np.ndarray, list[VectorMeta]]:
         """Every row: (rowids int64, vectors float32 (n, dim), meta), by rowid.
@@ -300,7 +313,8 @@ class VectorCache:
             mat = np.frombuffer(raw, np.int8).astype(np.float32) * (self.int8_scale / 127.0)
         else:
             mat = np.frombuffer(raw, np.float32).copy()
-        return rowids, mat.reshape(len(rows), self.dim), load_meta(self.conn, rowids.tolist())
+        mat = self._finite(rowids, mat.reshape(len(rows), self.dim))
+        return rowids, mat, load_meta(self.conn, rowids.tolist())
 
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
                layers: Sequence[str] | None = None, since: float | None = None,

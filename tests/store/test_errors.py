@@ -39,3 +39,100 @@ def test_lock_timeout_names_the_path_the_timeout_and_what_to_do(tmp_path):
     assert dump(conn) == before and repo.count() == 1
     conn.close()
     holder.close()
+
+
+# ----------------------------------------------------------------------------- corruption (defect 9)
+
+ZH = ["用户最喜欢玩星露谷物语", "用户上周去了北京", "用户对咖啡因过敏", "今天午饭吃了牛肉面",
+      "周末和朋友去公园散步"]
+EN = ["Alice drinks green tea every morning", "Bob moved to Toronto last year",
+      "Caroline adopted a cat named Momo", "we booked a flight to Lisbon", "my red bicycle is fast"]
+QUERIES = ["她爱玩什么游戏？", "green tea", "Toronto", "北京", "cat Momo"]
+HCFG = MemlabConfig().replace(**{"embedding.backend": "hashing", "recall.relevance_floor": 0.0})
+PAGE = 4096
+
+
+def _open(path):
+    import memlab
+    from memlab.clock import FixedClock
+
+    return memlab.open_store(path, config=HCFG, clock=FixedClock(1_750_000_000))
+
+
+def _answers(path) -> list:
+    """What a user sees: recalls (ids and scores), records by id, an add then a recall, a count."""
+    with _open(path) as st:
+        out: list = [[(m, round(float(s), 6)) for m, s in zip(r.ids, r.frame["score"])]
+                     for r in (st.recall(q, k=5) for q in QUERIES)]
+        out.append([r.text for r in st.get(["m0", "m7", "m333"])])
+        st.add("新的记忆 a new memory about tea", id="new")
+        out.append(st.recall("new memory about tea", k=3).ids)
+        out.append(len(st))
+    return out
+
+
+@pytest.fixture(scope="module")
+def intact(tmp_path_factory):
+    """A checkpointed store of 400 memories (zh and en) and the answers it gives."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("intact")
+    path = folder / "good.sqlite"
+    with _open(path) as st:
+        st.add_many([{"text": f"{(ZH + EN)[i % 10]} {i}", "id": f"m{i}"} for i in range(400)])
+    conn, _ = open_store(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    ref = folder / "ref.sqlite"
+    shutil.copy(path, ref)
+    return path, _answers(ref)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_bytes_mid_file_give_the_right_answer_or_corrupt_store(tmp_path, intact, seed):
+    """4 KiB of random bytes over the middle of the file (page-aligned for even seeds): with the
+    default (no quick_check on open) every outcome is the intact store's answer or CorruptStore
+    naming the path and `memlab store check` - never a driver error, never a wrong answer."""
+    import random
+    import shutil
+
+    from memlab.errors import CorruptStore
+
+    good, ref = intact
+    rng = random.Random(seed)
+    pages = good.stat().st_size // PAGE
+    offset = rng.randrange(2, pages - 1) * PAGE + (0 if seed % 2 == 0 else rng.randrange(1, PAGE))
+    path = tmp_path / "s.sqlite"
+    shutil.copy(good, path)
+    with path.open("r+b") as fh:
+        fh.seek(offset)
+        fh.write(rng.randbytes(PAGE))
+    try:
+        got = _answers(path)
+    except CorruptStore as exc:
+        assert str(path) in str(exc) and "memlab store check" in str(exc)
+    else:
+        assert got == ref, f"offset {offset}: a wrong answer from a damaged store"
+
+
+def test_a_vector_of_nan_bytes_is_damage_not_a_ranking(tmp_path):
+    """Bytes in the vector table that are no float (NaN) cannot come from memlab, which refuses
+    non-finite vectors: loading them is CorruptStore, not a silently wrong dense ranking."""
+    from memlab.errors import CorruptStore
+    from memlab.store import Store
+
+    path = tmp_path / "s.sqlite"
+    with _open(path) as st:
+        st.add_many([{"text": t, "id": f"m{i}"} for i, t in enumerate(ZH + EN)])
+        table = st._store.vectors.table
+    conn, _ = open_store(path)
+    chunk, blob = conn.execute(f"SELECT rowid, vectors FROM {table}_vector_chunks00").fetchone()
+    conn.execute(f"UPDATE {table}_vector_chunks00 SET vectors = ? WHERE rowid = ?",
+                 (b"\xff" * 16 + blob[16:], chunk))     # the first vector's first 4 floats: NaN
+    conn.close()
+    before = sha(path)
+    with pytest.raises(CorruptStore) as err:
+        with _open(path) as st:
+            st.recall("green tea")
+    assert str(path) in str(err.value) and "not finite" in str(err.value)
+    assert sha(path) == before
