@@ -6,13 +6,14 @@ Each error names the store's path and the cause, says what to do, and leaves the
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
 from memlab.config import MemlabConfig
 from memlab.errors import StoreError
 from memlab.store import open_store
-from store_helpers import add, dump, rec
+from store_helpers import NOBODY, add, as_unprivileged, dump, rec
 
 
 def sha(path) -> str:
@@ -136,3 +137,119 @@ def test_a_vector_of_nan_bytes_is_damage_not_a_ranking(tmp_path):
             st.recall("green tea")
     assert str(path) in str(err.value) and "not finite" in str(err.value)
     assert sha(path) == before
+
+
+# ----------------------------------------------------------------------------- read-only (defect 6)
+
+@pytest.fixture
+def shared_dir(tmp_path):
+    """A folder the unprivileged child of ``as_unprivileged`` can reach (pytest's own tmp folder
+    is private to root when the tests run as root)."""
+    import os
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="memlab-ro-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def _make_store(folder) -> Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / "s.sqlite"
+    with _open(path) as st:
+        st.add_many([{"text": t, "id": f"m{i}"} for i, t in enumerate(ZH + EN)])
+    assert sorted(p.name for p in folder.iterdir()) == ["s.sqlite"]   # no -wal/-shm left
+    return path
+
+
+def _recall_then_add(path) -> list[str]:
+    with _open(path) as st:
+        got = st.recall("green tea", k=3).ids
+        st.add("爱丽丝喜欢喝乌龙茶")
+    return got
+
+
+def test_read_only_store_file_reads_and_refuses_writes_by_name(shared_dir):
+    import os
+
+    folder = shared_dir / "rofile"
+    path = _make_store(folder)
+    folder.chmod(0o755)
+    if os.geteuid() == 0:
+        os.chown(folder, NOBODY, NOBODY)     # the folder is the child's; the file root's 0644
+    path.chmod(0o444)
+    before = sha(path)
+    kind, msg = as_unprivileged(_recall_then_add, path)
+    assert kind == "ReadOnlyStore", (kind, msg)
+    assert str(path) in msg and "the file is read-only" in msg and "chmod u+w" in msg
+    assert sha(path) == before
+    with _open(path) as st:                  # as the owner: intact, nothing was added
+        assert len(st) == 10 and st.recall("green tea", k=1).texts == [EN[0]]
+
+
+def test_writable_store_in_a_read_only_folder_is_not_called_corrupt(shared_dir):
+    import os
+
+    folder = shared_dir / "rodir"
+    path = _make_store(folder)
+    if os.geteuid() == 0:
+        os.chown(path, NOBODY, NOBODY)       # the file is the child's; the folder root's 0755
+    folder.chmod(0o555)
+    before = sha(path)
+    try:
+        kind, msg = as_unprivileged(_recall_then_add, path)
+    finally:
+        folder.chmod(0o755)
+    assert kind == "ReadOnlyStore", (kind, msg)
+    assert str(path) in msg and "not writable" in msg and "s.sqlite-wal" in msg
+    assert "copy the store into a writable folder" in msg
+    assert sha(path) == before
+
+
+def test_read_only_connection_refuses_writes_as_read_only_store(tmp_path):
+    """SQLite's own read-only mode (what `memlab store check` opens): a write is ReadOnlyStore."""
+    from memlab.errors import ReadOnlyStore
+    from memlab.store import Repository, connect
+
+    path = _make_store(tmp_path / "ro")
+    before = sha(path)
+    conn = connect(path, busy_timeout_ms=100, read_only=True)
+    repo = Repository(conn)
+    assert repo.count() == 10
+    with pytest.raises(ReadOnlyStore) as err:
+        add(repo, [rec("x", "Alice likes green tea")])
+    assert str(path) in str(err.value) and "opened read-only" in str(err.value)
+    conn.close()
+    assert sha(path) == before
+
+
+def test_a_damaged_page_is_corrupt_store_naming_the_path(tmp_path):
+    """A page of memory_records overwritten (quick_check off): the driver's 'database disk image
+    is malformed' comes out as CorruptStore with the path and the advice."""
+    from memlab.errors import CorruptStore
+
+    path = tmp_path / "s.sqlite"
+    with _open(path) as st:
+        st.add_many([{"text": f"{(ZH + EN)[i % 10]} {i}", "id": f"m{i}"} for i in range(300)])
+    conn, _ = open_store(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'memory_records' "
+                                        "AND pagetype = 'leaf'")]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    at = (pages[len(pages) // 2] - 1) * PAGE
+    data[at:at + 64] = b"\x07" * 64           # a b-tree page header SQLite cannot parse
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptStore) as err:
+        with _open(path) as st:
+            st.get([f"m{i}" for i in range(300)])
+    assert str(path) in str(err.value) and f"memlab store check {path}" in str(err.value)
+    assert "malformed" in str(err.value)
+    assert path.read_bytes() == bytes(data)
