@@ -24,7 +24,7 @@ from .connect import Connection, connect, db_path, driver, store_error, transact
 from .exact import ExactIndex
 from .facade import DenseView, Store
 from .memindex import MemoryIndex
-from .migrations import LATEST, MIGRATIONS, migrate, schema_version
+from .migrations import LATEST, MIGRATIONS, check_openable, migrate, schema_version
 from .repository import Repository, validate_record
 from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter, quarters_between,
                       registered_tables, table_name)
@@ -36,7 +36,8 @@ def open_store(path: str | Path, *, config: MemlabConfig | None = None, quick_ch
     ``(connection, Repository)``."""
     config = config if config is not None else MemlabConfig()
     conn = connect(path, busy_timeout_ms=config.store.busy_timeout_ms,
-                   journal_mode=config.store.journal_mode, quick_check=quick_check)
+                   journal_mode=config.store.journal_mode, quick_check=quick_check,
+                   preflight=check_openable)
     try:
         migrate(conn)
         return conn, Repository(conn, config=config)
@@ -55,6 +56,6 @@ def vector_cache(conn: Connection, *, model_version: str, dim: int,
 
 __all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "Store", "ExactIndex", "LATEST", "MIGRATIONS", "MemoryIndex",
            "Repository",
-           "VectorCache", "VectorMeta", "connect", "db_path", "driver", "load_meta", "migrate", "open_store",
+           "VectorCache", "VectorMeta", "check_openable", "connect", "db_path", "driver", "load_meta", "migrate", "open_store",
            "quantize_int8", "quarter", "quarters_between", "registered_tables", "schema_version",
            "store_error", "table_name", "text_hash", "transaction", "validate_record", "vector_cache"]

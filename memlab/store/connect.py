@@ -28,7 +28,7 @@ import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import quote
 
 from memlab.errors import CorruptStore, ReadOnlyStore, StoreError, StoreLocked
@@ -182,7 +182,8 @@ def _load_vec(conn: Connection, path: str) -> None:
 
 def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal",
             quick_check: bool = False, cache_size_kib: int = 65_536, synchronous: str = "normal",
-            load_vec: bool = True, read_only: bool = False) -> Connection:
+            load_vec: bool = True, read_only: bool = False,
+            preflight: Callable[[Any], None] | None = None) -> Connection:
     """Open (creating if absent) a memlab SQLite database and return its connection.
 
     Args:
@@ -201,6 +202,9 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
         load_vec: load the sqlite-vec extension (needed for the vector cache).
         read_only: open with SQLite's ``mode=ro`` (an existing file only; the journal mode is left
             as it is): nothing can be written through this connection (``memlab store check``).
+        preflight: called with the connection after the schema was read and before anything
+            can write (the journal mode changes the file's header): raise to refuse the file
+            (``migrations.check_openable`` refuses foreign and newer databases unchanged).
 
     Raises:
         CorruptStore: the file is not a readable SQLite database (the file is left unchanged).
@@ -244,6 +248,8 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
                 detail = "; ".join(str(r[0]) for r in rows[:5])
                 raise CorruptStore(f"{name}: PRAGMA quick_check failed: {detail}. Run `memlab "
                                    f"store check {name}` to see what is damaged", path=name)
+        if preflight is not None:
+            preflight(conn)
         if load_vec:
             _load_vec(conn, name)
         conn.execute(f"PRAGMA cache_size = {-int(cache_size_kib)}")

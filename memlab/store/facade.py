@@ -22,7 +22,7 @@ from .cache import EmbeddingCache
 from .connect import Connection, connect, transaction
 from .exact import ExactIndex
 from .memindex import MemoryIndex
-from .migrations import migrate
+from .migrations import check_openable, migrate
 from .repository import Repository
 from .vectors import VectorCache, load_meta
 
@@ -114,7 +114,8 @@ class Store:
         cfg = config if config is not None else MemlabConfig()
         conn = connect(path, busy_timeout_ms=cfg.store.busy_timeout_ms,
                        journal_mode=cfg.store.journal_mode,
-                       quick_check=cfg.store.quick_check if quick_check is None else quick_check)
+                       quick_check=cfg.store.quick_check if quick_check is None else quick_check,
+                       preflight=check_openable)
         try:
             migrate(conn)
             return cls(conn, path=str(path), config=cfg, embedder=embedder)

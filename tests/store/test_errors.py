@@ -253,3 +253,39 @@ def test_a_damaged_page_is_corrupt_store_naming_the_path(tmp_path):
     assert str(path) in str(err.value) and f"memlab store check {path}" in str(err.value)
     assert "malformed" in str(err.value)
     assert path.read_bytes() == bytes(data)
+
+
+# ----------------------------------------------------------------------------- foreign files (defect 7)
+
+def test_a_foreign_database_is_refused_by_path_and_left_byte_identical(tmp_path):
+    import sqlean
+
+    path = tmp_path / "other-app.db"
+    other = sqlean.connect(path)                # another application's database, rollback journal
+    other.execute("CREATE TABLE experiments (id INTEGER, name TEXT)")
+    other.execute("INSERT INTO experiments VALUES (1, '实验一'), (2, 'baseline')")
+    other.commit()
+    other.close()
+    before = sha(path)
+    with pytest.raises(StoreError) as err:
+        _open(path)
+    msg = str(err.value)
+    assert str(path) in msg and "not a memlab store" in msg and "experiments" in msg
+    assert sha(path) == before                  # not switched to WAL, nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_newer_store_is_refused_by_path_and_left_byte_identical(tmp_path):
+    from memlab.store import LATEST
+
+    path = _make_store(tmp_path / "newer")
+    conn, _ = open_store(path)
+    conn.execute(f"PRAGMA user_version = {LATEST + 1}")
+    conn.execute("PRAGMA journal_mode = delete")   # as a newer memlab might leave it
+    conn.close()
+    before = sha(path)
+    with pytest.raises(StoreError) as err:
+        _open(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"version {LATEST + 1} is newer" in msg
+    assert sha(path) == before
