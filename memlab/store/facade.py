@@ -212,14 +212,16 @@ class Store:
     def rebuild(self, embedder: _Embedder) -> RebuildReport:
         """:meth:`rebuild_vectors`, returning what it did (``memlab store rebuild``)."""
         self._check_embedder(embedder)
-        done = self.vectors.rebuild()
-        embedded = self.embed_pending(embedder)
+        cached = self.embeddings.count(embedder.version)
+        self.vectors.rebuild()
+        self.embed_pending(embedder)
         self.dense = DenseView(self.vectors, read_index=self.config.store.read_index)
-        state = self.vector_state()
+        state, found = self.vector_state(), self.vector_check
+        embedded = self.embeddings.count(embedder.version) - cached   # texts the model embedded
         return RebuildReport(model_version=state.model_version, table=state.table,
-                             records=state.records, from_cache=int(done["written"]),
-                             embedded=embedded, vectors=self.vectors.count(),
-                             pending=state.pending)
+                             records=state.records, from_cache=state.vectors - embedded,
+                             embedded=embedded, vectors=state.vectors, pending=state.pending,
+                             problem_at_open=found.problem, lost_at_open=found.lost)
 
     def vector_state(self) -> VectorState | None:
         """The vector table now (counts), with what was lost at open until it is re-embedded."""

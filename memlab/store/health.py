@@ -80,9 +80,10 @@ class VectorState:
 
 @dataclass(frozen=True)
 class RebuildReport:
-    """What a rebuild of a vector table did: ``from_cache`` vectors read back from the embedding
-    cache, ``embedded`` texts embedded anew (not in the cache, or pending), ``vectors`` in the
-    rebuilt table, ``pending`` memories still without one."""
+    """What a rebuild of a vector table did: ``vectors`` in the rebuilt table, ``from_cache`` of
+    them read back from the embedding cache, ``embedded`` texts the model embedded anew (not in
+    the cache), ``pending`` memories still without a vector; what the check at open had found
+    (``problem_at_open``, ``lost_at_open``)."""
 
     model_version: str
     table: str
@@ -91,6 +92,17 @@ class RebuildReport:
     embedded: int
     vectors: int
     pending: int
+    problem_at_open: str = ""
+    lost_at_open: int = 0
+
+    def lines(self) -> list[str]:
+        """The human report of ``memlab store rebuild``."""
+        found = (f"at open    the table was {self.problem_at_open}: {self.lost_at_open} "
+                 f"memories had lost their vectors" if self.problem_at_open else
+                 "at open    the table was whole")
+        return [f"model     {self.model_version} (table {self.table})", found,
+                f"rebuilt   {self.vectors} vectors for {self.records} memories: {self.from_cache} "
+                f"from the embedding cache, {self.embedded} embedded anew, {self.pending} pending"]
 
 
 def table_exists(conn: Connection, name: str) -> bool:
@@ -193,6 +205,7 @@ class StoreReport:
     ``warnings`` do not (pending embeddings, an older schema that opening will migrate)."""
 
     path: str
+    integrity_check: str = "quick_check"
     integrity: list[str] = field(default_factory=list)
     schema_version: int | None = None
     latest_schema_version: int = LATEST
@@ -210,6 +223,40 @@ class StoreReport:
     def to_dict(self) -> dict[str, Any]:
         return {"healthy": self.healthy, **asdict(self)}
 
+    def lines(self) -> list[str]:
+        """The human report of ``memlab store check``: one line per section."""
+        def counts(d: dict[str, int]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
+
+        out = [f"store        {self.path}",
+               f"integrity    {'; '.join(self.integrity[:5]) or 'not checked'} "
+               f"(PRAGMA {self.integrity_check})"]
+        if self.schema_version is not None:
+            out.append(f"schema       version {self.schema_version} (this memlab: "
+                       f"{self.latest_schema_version})")
+        if self.records:
+            total = sum(self.records["retention_layer"].values())
+            out += [f"records      {total}: {counts(self.records['retention_layer'])}",
+                    f"lifecycle    {counts(self.records['lifecycle_state'])}",
+                    f"embedding    {counts(self.records['embedding_status'])}"]
+        for v in self.vectors:
+            out.append(f"vectors      {v['model_version']}: {v['vectors']} vectors, "
+                       f"{v['embedded']} embedded, {v['pending']} pending, "
+                       f"{v['missing_vectors']} missing (table {v['table']}"
+                       f"{'' if v['table_exists'] else ': absent'})")
+        if self.lexical_index:
+            out.append(f"lexical      {self.lexical_index['searchable_records']} searchable "
+                       f"memories, {self.lexical_index['indexed_documents']} indexed")
+        if self.change_log:
+            c = self.change_log
+            triggers = f"missing {c['triggers_missing']}" if c["triggers_missing"] else "ok"
+            out.append(f"change log   generation {c['generation']}, {c['logged_rows']} rows "
+                       f"logged, triggers {triggers}")
+        out += [f"warning      {w}" for w in self.warnings]
+        out += [f"problem      {p}" for p in self.problems]
+        out.append("healthy" if self.healthy else f"UNHEALTHY: {len(self.problems)} problem(s)")
+        return out
+
 
 def check_store(path: str | Path, *, full: bool = False, busy_timeout_ms: int = 10_000
                 ) -> StoreReport:
@@ -225,7 +272,7 @@ def check_store(path: str | Path, *, full: bool = False, busy_timeout_ms: int = 
         StoreError: the file cannot be opened at all (missing, a folder, no access). A damaged
             file is not raised: it is reported (``integrity``, ``problems``).
     """
-    report = StoreReport(str(path))
+    report = StoreReport(str(path), "integrity_check" if full else "quick_check")
     try:
         conn = connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True)
     except CorruptStore as exc:
@@ -242,7 +289,7 @@ def check_store(path: str | Path, *, full: bool = False, busy_timeout_ms: int = 
 
 
 def _check(conn: Connection, report: StoreReport, *, full: bool) -> None:
-    pragma = "integrity_check" if full else "quick_check"
+    pragma = report.integrity_check
     try:
         report.integrity = [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}(20)").fetchall()]
     except CorruptStore as exc:

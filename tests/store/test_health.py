@@ -107,3 +107,26 @@ def test_a_lost_vector_cache_is_detected_said_and_restored(built, counting_embed
     assert len(counting_embedder.documents) == embedded   # through the embedding cache
     with _open(path, counting_embedder) as st:        # and after reopening
         assert st.health.ok and _rankings(st) == ref
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("DROP TRIGGER memory_records_log_update", "triggers ['memory_records_log_update'] are missing"),
+    ("UPDATE memory_owners SET n_docs = n_docs + 1", "lexical index counts 61"),
+    ("UPDATE memory_changes SET seq = seq + 1000", "ahead of the store's generation"),
+])
+def test_check_store_names_what_would_make_recall_wrong(built, damage, problem):
+    import hashlib
+
+    from memlab.store.health import check_store
+
+    path, _, _ = built
+    assert check_store(path).healthy
+    conn = _raw(path)
+    conn.execute(damage)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    report = check_store(path, full=True)
+    assert not report.healthy and any(problem in p for p in report.problems), report.problems
+    assert report.integrity == ["ok"]              # SQLite sees no damage: memlab's checks do
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
