@@ -180,15 +180,13 @@ def store_rebuild(
     from dataclasses import asdict
 
     from memlab.embed import make_embedder
-    from memlab.store import Store
+    from memlab.store.health import rebuild_store
 
     if not store.exists():
         _fail(MemlabError(f"{store}: no such store file"))
     try:
         cfg = _config(config, set_)
-        embedder = make_embedder(cfg)
-        with Store.open(store, config=cfg, embedder=embedder) as st:
-            report = st.rebuild(embedder)
+        report = rebuild_store(store, config=cfg, embedder=make_embedder(cfg))
     except MemlabError as exc:
         _fail(exc)
     typer.echo(json.dumps(asdict(report), ensure_ascii=False, indent=1) if as_json

@@ -319,6 +319,24 @@ def transaction(conn: Connection) -> Iterator[Connection]:
         raise
 
 
+@contextmanager
+def read_transaction(conn: Connection) -> Iterator[Connection]:
+    """The reads inside see one snapshot of the store (``BEGIN`` ... ``COMMIT``, which takes no
+    write lock), or the caller's open transaction. An error inside is re-raised after the read
+    transaction ends."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    except BaseException as exc:
+        if conn.in_transaction:
+            _undo(conn, exc, "ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 def _undo(conn: Connection, exc: BaseException, *statements: str) -> None:
     """Run the undo statements after ``exc``; if one fails, note it on ``exc`` (which the caller
     re-raises) instead of hiding ``exc`` behind it, and stop."""

@@ -72,6 +72,9 @@ class VectorState:
         """What recall tells the user while the memories lost at open are pending ("" if none)."""
         if not self.problem:
             return ""
+        if not self.lost:
+            return (f"the vector table of {self.model_version!r} in {path} was {self.problem} at "
+                    f"open: those vectors were dropped")
         return (f"the vector table of {self.model_version!r} in {path} was {self.problem} at "
                 f"open: {self.lost} memories lost their vectors and were marked pending; they are "
                 f"ranked without their vector until embed_pending() (or `memlab store rebuild "
@@ -140,6 +143,15 @@ def missing_vectors(conn: Connection, model_version: str, table: str) -> list[in
         f"(SELECT rowid FROM {_rowid_source(conn, table)}) ORDER BY rowid", (model_version,))]
 
 
+def orphan_vectors(conn: Connection, table: str) -> list[int]:
+    """Rowids in ``table`` whose memory is no longer stored (deleted behind memlab's back)."""
+    if not table_exists(conn, table):
+        return []
+    return [r[0] for r in conn.execute(
+        f"SELECT rowid FROM {_rowid_source(conn, table)} WHERE rowid NOT IN "
+        f"(SELECT rowid FROM memory_records) ORDER BY rowid")]
+
+
 def measure_vectors(conn: Connection, cache: VectorCache) -> VectorState:
     """The counts of :class:`VectorState` (no repair, no problem recorded)."""
     records = int(conn.execute("SELECT count(*) FROM memory_records").fetchone()[0])
@@ -158,7 +170,12 @@ def _problem(conn: Connection, cache: VectorCache, state: VectorState) -> str:
         return "missing" if state.embedded else ""
     if state.vectors == state.embedded:
         return ""
-    return "short" if missing_vectors(conn, cache.model_version, cache.table) else ""
+    found = []
+    if missing_vectors(conn, cache.model_version, cache.table):
+        found.append("short")
+    if orphan_vectors(conn, cache.table):
+        found.append("holding vectors of deleted memories")
+    return " and ".join(found)
 
 
 def reconcile_vectors(conn: Connection, cache: VectorCache) -> VectorState:
@@ -184,6 +201,9 @@ def reconcile_vectors(conn: Connection, cache: VectorCache) -> VectorState:
                          (cache.model_version,))
         elif problem.startswith("unregistered"):
             conn.execute(f'DROP TABLE "{cache.table}"')   # layout unknown: rebuilt empty
+        orphans = orphan_vectors(conn, cache.table)
+        if orphans:                          # rowids are never reused: these are garbage
+            cache.delete(orphans)
         lost = missing_vectors(conn, cache.model_version, cache.table)
         if lost:
             ids = json.dumps(lost)
@@ -195,6 +215,17 @@ def reconcile_vectors(conn: Connection, cache: VectorCache) -> VectorState:
     state = dataclasses.replace(measure_vectors(conn, cache), lost=len(lost), problem=problem)
     log.warning("memlab: %s", state.note(db_path(conn)))
     return state
+
+
+def rebuild_store(path: str | Path, *, config: Any, embedder: Any) -> RebuildReport:
+    """Open the store at ``path`` and rebuild ``embedder``'s vector table (``memlab store
+    rebuild``). The store is opened with ``store.read_index = "sqlite-vec"`` so that the table
+    being rebuilt is never loaded first (a damaged one could not be)."""
+    from .facade import Store   # the facade checks the vector table at open: imports this module
+
+    cfg = config.replace(**{"store.read_index": "sqlite-vec"})
+    with Store.open(path, config=cfg, embedder=embedder) as store:
+        return store.rebuild(embedder)
 
 
 # ----------------------------------------------------------------------------- memlab store check
@@ -296,6 +327,11 @@ def _check(conn: Connection, report: StoreReport, *, full: bool) -> None:
         report.integrity = [str(exc)]
     if report.integrity != ["ok"]:
         report.problems.append(f"PRAGMA {pragma}: " + "; ".join(report.integrity[:5]))
+    broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        tables = sorted({f"{r[0]} -> {r[2]}" for r in broken})
+        report.problems.append(f"{len(broken)} foreign key violations ({', '.join(tables[:5])}): "
+                               f"rows refer to memories that are not stored")
     version = report.schema_version = schema_version(conn)
     if version > LATEST:
         report.problems.append(f"schema version {version} is newer than this memlab's {LATEST}")
@@ -332,6 +368,7 @@ def _check_vectors(conn: Connection, report: StoreReport, n_records: int) -> Non
         exists = table_exists(conn, table)
         embedded = embedded_count(conn, model)
         missing = len(missing_vectors(conn, model, table))
+        orphans = len(orphan_vectors(conn, table))
         uncached = int(conn.execute(
             "SELECT count(*) FROM memory_embeddings e WHERE e.model_version = ? AND NOT EXISTS "
             "(SELECT 1 FROM embedding_cache c WHERE c.model_version = e.model_version AND "
@@ -339,7 +376,8 @@ def _check_vectors(conn: Connection, report: StoreReport, n_records: int) -> Non
         row = {"model_version": model, "table": table, "registered": model in registry,
                "table_exists": exists, "vectors": vector_count(conn, table),
                "embedded": embedded, "pending": max(n_records - embedded, 0),
-               "missing_vectors": missing, "not_in_embedding_cache": uncached}
+               "missing_vectors": missing, "orphan_vectors": orphans,
+               "not_in_embedding_cache": uncached}
         report.vectors.append(row)
         if model in registry and not exists:
             report.problems.append(f"vector table {table} of {model!r} is missing (registered)")
@@ -348,6 +386,8 @@ def _check_vectors(conn: Connection, report: StoreReport, n_records: int) -> Non
         elif missing:
             report.problems.append(f"{missing} of {embedded} memories embedded under {model!r} "
                                    f"have no vector in {table}")
+        if orphans:
+            report.problems.append(f"{orphans} vectors in {table} belong to no stored memory")
         if row["pending"]:
             report.warnings.append(f"{row['pending']} memories await embedding under {model!r}")
         if uncached:

@@ -130,3 +130,63 @@ def test_check_store_names_what_would_make_recall_wrong(built, damage, problem):
     assert not report.healthy and any(problem in p for p in report.problems), report.problems
     assert report.integrity == ["ok"]              # SQLite sees no damage: memlab's checks do
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_vectors_of_memories_deleted_behind_the_stores_back_are_dropped_at_open(built, caplog):
+    """A memory deleted with plain SQL (its vector left in the cache): opening drops the orphan
+    vector and says so, instead of failing every recall on an unknown rowid."""
+    path, table, _ = built
+    conn = _raw(path)
+    conn.execute("DELETE FROM memory_records WHERE id = 'm7'")   # cascades to its embedded mark
+    conn.close()
+    with caplog.at_level(logging.WARNING, logger="memlab"):
+        st = _open(path, memlab.embed.HashingEmbedder())
+    with st:
+        assert "vectors of deleted memories" in st.health.problem
+        assert st.health.vectors == st.health.embedded == N - 1
+        assert "m7" not in st.recall("Caroline adopted a cat named Momo (7)", k=8).ids
+    assert any("vectors of deleted memories" in r.message for r in caplog.records)
+    with _open(path, memlab.embed.HashingEmbedder()) as st:
+        assert st.health.ok
+
+
+def test_a_vector_whose_marked_memory_is_unreadable_is_corrupt_store(built):
+    """The record is gone but its embedded mark and vector stay (what a damaged page of
+    memory_records looks like; memlab never writes it): CorruptStore, and `store check` names
+    the broken reference."""
+    from memlab.errors import CorruptStore
+    from memlab.store.health import check_store
+
+    path, table, _ = built
+    conn = _raw(path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("DELETE FROM memory_records WHERE id = 'm7'")
+    conn.close()
+    with pytest.raises(CorruptStore) as err:
+        _open(path, memlab.embed.HashingEmbedder())
+    assert str(path) in str(err.value) and "no memory record" in str(err.value)
+    report = check_store(path)
+    assert not report.healthy and any("foreign key" in p for p in report.problems)
+
+
+def test_a_damaged_vector_table_can_still_be_rebuilt(built):
+    """A vector table that cannot be loaded (NaN bytes): `memlab store rebuild` does not need
+    to load it first, and rebuilds it from the records with the original rankings."""
+    from typer.testing import CliRunner
+
+    from memlab.cli import app
+    from memlab.errors import CorruptStore
+
+    path, table, ref = built
+    conn = _raw(path)
+    chunk, blob = conn.execute(f"SELECT rowid, vectors FROM {table}_vector_chunks00").fetchone()
+    conn.execute(f"UPDATE {table}_vector_chunks00 SET vectors = ? WHERE rowid = ?",
+                 (b"\xff" * 64 + blob[64:], chunk))
+    conn.close()
+    with pytest.raises(CorruptStore, match="memlab store rebuild"):
+        _open(path, memlab.embed.HashingEmbedder())
+    res = CliRunner().invoke(app, ["store", "rebuild", str(path), "--set",
+                                   "embedding.backend=hashing"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    with _open(path, memlab.embed.HashingEmbedder()) as st:
+        assert st.health.ok and _rankings(st) == ref
