@@ -228,18 +228,19 @@ class Store:
         if self.vectors is None:
             return None
         now = measure_vectors(self.conn, self.vectors)
-        found = self.vector_check
-        if found is not None and found.problem and not self._restored:
-            return dataclasses.replace(now, lost=found.lost, problem=found.problem)
+        if self._lost_pending():
+            return dataclasses.replace(now, lost=self.vector_check.lost,
+                                       problem=self.vector_check.problem)
         return now
 
     def notes(self) -> list[str]:
         """What recall tells the user about this store: vectors lost at open and not yet
         re-embedded (a lookup, no query)."""
+        return [self.vector_check.note(self.path)] if self._lost_pending() else []
+
+    def _lost_pending(self) -> bool:
         found = self.vector_check
-        if found is None or not found.problem or self._restored:
-            return []
-        return [found.note(self.path)]
+        return found is not None and found.lost > 0 and not self._restored
 
     def _check_embedder(self, embedder: _Embedder) -> None:
         if self.vectors is None or embedder.version != self.vectors.model_version:
