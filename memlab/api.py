@@ -183,6 +183,14 @@ class MemoryStore:
             self._degraded(f"embedding failed ({exc}); documents stored as pending")
             return None
 
+    @property
+    def health(self):
+        """The vector cache now (:class:`memlab.store.health.VectorState`: records, embedded
+        memories, vectors, pending) and what the check at open found (``lost``, ``problem``)
+        until :meth:`embed_pending` or :meth:`rebuild_vectors` restores it; None without an
+        embedder. The full report of a store file: ``memlab store check PATH``."""
+        return self._store.vector_state()
+
     def embed_pending(self, *, batch: int = 256) -> int:
         """Embed records whose vector is missing (after the embedder comes back). Returns count."""
         if self._embedder is None:
@@ -215,7 +223,7 @@ class MemoryStore:
             raise InvalidInput("k", "must be >= 1", k)
         now = to_unix((clock or self.clock).now())
         scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
-        notes: list[str] = []
+        notes: list[str] = self._store.notes()
         qv = self._embed_query(query, notes)
         feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
                                dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)

@@ -1,4 +1,4 @@
-"""``memlab ...``: config, add, recall, datasets, bench."""
+"""``memlab ...``: config, add, recall, store (check, rebuild), datasets, bench."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ app = typer.Typer(help="memlab: long-term memory for conversational agents, meas
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 config_app = typer.Typer(help="Show or validate the configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+store_app = typer.Typer(help="Check a store file, or rebuild its vector table.",
+                        no_args_is_help=True)
+app.add_typer(store_app, name="store")
 
 
 def _fail(exc: Exception) -> None:
@@ -137,6 +140,57 @@ def recall_cmd(
     with pd.option_context("display.max_columns", None, "display.width", 200,
                            "display.max_colwidth", 60, "display.float_format", "{:.4f}".format):
         typer.echo(frame.to_string(index=False))
+
+
+@store_app.command("check")
+def store_check(
+    store: Path = typer.Argument(..., help="The store file (opened read-only)."),
+    full: bool = typer.Option(False, "--full", help="PRAGMA integrity_check (slower) instead of "
+                              "quick_check."),
+    as_json: bool = typer.Option(False, "--json", help="The report as JSON."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Integrity, schema version, records by layer and status, pending embeddings, vectors
+    against embedded memories per model version, the change log. Writes nothing. Exit code 0 when
+    healthy, 1 when a problem is found, 2 when the file cannot be opened."""
+    from memlab.store.health import check_store
+
+    if not store.exists():
+        _fail(MemlabError(f"{store}: no such store file"))
+    try:
+        cfg = _config(config, set_)
+        report = check_store(store, full=full, busy_timeout_ms=cfg.store.busy_timeout_ms)
+    except MemlabError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=1) if as_json
+               else "\n".join(report.lines()))
+    raise typer.Exit(0 if report.healthy else 1)
+
+
+@store_app.command("rebuild")
+def store_rebuild(
+    store: Path = typer.Argument(..., help="The store file."),
+    as_json: bool = typer.Option(False, "--json", help="The report as JSON."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Names the embedder."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Rebuild the embedder's vector table from the records through the embedding cache,
+    embedding what the cache lacks; report the counts."""
+    from dataclasses import asdict
+
+    from memlab.embed import make_embedder
+    from memlab.store.health import rebuild_store
+
+    if not store.exists():
+        _fail(MemlabError(f"{store}: no such store file"))
+    try:
+        cfg = _config(config, set_)
+        report = rebuild_store(store, config=cfg, embedder=make_embedder(cfg))
+    except MemlabError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(asdict(report), ensure_ascii=False, indent=1) if as_json
+               else "\n".join(report.lines()))
 
 
 def _mount() -> None:

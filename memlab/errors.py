@@ -35,11 +35,27 @@ class InvalidCell(InvalidInput):
 
 
 class StoreError(MemlabError):
-    """The store cannot be opened or written (corrupt file, foreign schema, lock timeout)."""
+    """The store cannot be opened or written (corrupt file, foreign schema, lock timeout).
+
+    ``path``: the store file, when known (every message names it too).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
 
 
 class CorruptStore(StoreError):
     """The database file is not a readable SQLite database or fails its integrity check."""
+
+
+class ReadOnlyStore(StoreError):
+    """SQLite could not write: the file, its folder or its -wal/-shm files are read-only, or the
+    store was opened read-only. Nothing was written."""
+
+
+class StoreLocked(StoreError):
+    """Another connection held the store's write lock longer than ``store.busy_timeout_ms``."""
 
 
 class EmbeddingUnavailable(MemlabError):

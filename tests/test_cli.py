@@ -154,6 +154,104 @@ def test_add_with_a_bad_importance_exits_2_and_stores_nothing(cli, tmp_path, has
     assert "first memory" in listed.stdout and "second memory" not in listed.stdout
 
 
+# ----------------------------------------------------------------------------- store check, rebuild
+
+def _store_with_memories(cli, tmp_path, hashing_yaml) -> Path:
+    store = tmp_path / "mem.db"
+    for text in ("Alice adopted a cat named Momo", "爱丽丝喜欢喝乌龙茶", "Bob moved to Toronto",
+                 "用户上周去了北京", "my red bicycle is fast", "用户对咖啡因过敏"):
+        assert cli("add", store, text, "--config", hashing_yaml).exit_code == 0
+    return store
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_store_check_reports_a_healthy_store_and_exits_0(cli, tmp_path, hashing_yaml):
+    from memlab.store import LATEST
+
+    store = _store_with_memories(cli, tmp_path, hashing_yaml)
+    before = _sha(store)
+    res = cli("store", "check", store)
+    assert res.exit_code == 0, res.output
+    assert "healthy" in res.stdout and "integrity" in res.stdout and "ok" in res.stdout
+    as_json = cli("store", "check", store, "--json", "--full")
+    assert as_json.exit_code == 0, as_json.output
+    report = json.loads(as_json.stdout)
+    assert report["healthy"] is True and report["problems"] == []
+    assert report["integrity"] == ["ok"] and report["schema_version"] == LATEST
+    assert sum(report["records"]["retention_layer"].values()) == 6
+    assert report["records"]["embedding_status"] == {"ready": 6}
+    [vec] = report["vectors"]
+    assert vec["vectors"] == vec["embedded"] == 6 and vec["pending"] == 0
+    assert vec["missing_vectors"] == 0 and vec["table_exists"] and vec["registered"]
+    assert report["lexical_index"] == {"searchable_records": 6, "indexed_documents": 6}
+    assert report["change_log"]["triggers_missing"] == []
+    assert report["change_log"]["generation"] >= 6
+    assert _sha(store) == before                  # a check writes nothing
+
+
+def test_store_check_finds_lost_vectors_then_rebuild_restores_them(cli, tmp_path, hashing_yaml):
+    from memlab.store import connect
+
+    store = _store_with_memories(cli, tmp_path, hashing_yaml)
+    before = cli("recall", store, "cat Momo 乌龙茶", "--config", hashing_yaml).stdout
+    conn = connect(store, busy_timeout_ms=1000)
+    [table] = [r[0] for r in conn.execute("SELECT table_name FROM vector_tables")]
+    conn.execute(f"DELETE FROM {table} WHERE rowid IN (2, 4)")
+    conn.close()
+    res = cli("store", "check", store)
+    assert res.exit_code == 1, res.output
+    assert "UNHEALTHY" in res.stdout and "2 of 6 memories" in res.stdout
+    report = json.loads(cli("store", "check", store, "--json").stdout)
+    assert report["healthy"] is False and report["vectors"][0]["missing_vectors"] == 2
+
+    rebuilt = cli("store", "rebuild", store, "--config", hashing_yaml, "--json")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    done = json.loads(rebuilt.stdout)
+    assert (done["from_cache"], done["embedded"], done["vectors"], done["pending"]) == (6, 0, 6, 0)
+    assert (done["problem_at_open"], done["lost_at_open"]) == ("short", 2)
+    assert cli("store", "check", store).exit_code == 0
+    assert cli("recall", store, "cat Momo 乌龙茶", "--config", hashing_yaml).stdout == before
+    human = cli("store", "rebuild", store, "--config", hashing_yaml)
+    assert human.exit_code == 0 and "6 vectors" in human.stdout
+
+
+@pytest.mark.parametrize("case", ["damaged", "foreign"])
+def test_store_check_reports_a_damaged_or_foreign_file_and_exits_1(cli, tmp_path, hashing_yaml,
+                                                                   case):
+    if case == "damaged":
+        path = _store_with_memories(cli, tmp_path, hashing_yaml)
+        data = bytearray(path.read_bytes())
+        data[2 * 4096:3 * 4096] = b"\x07" * 4096            # page 3: no b-tree page
+        path.write_bytes(bytes(data))
+    else:
+        import sqlean
+
+        path = tmp_path / "other.db"
+        other = sqlean.connect(path)
+        other.execute("CREATE TABLE experiments (id INTEGER)")
+        other.commit()
+        other.close()
+    before = _sha(path)
+    res = cli("store", "check", path)
+    assert res.exit_code == 1, res.output
+    assert "UNHEALTHY" in res.stdout
+    assert ("quick_check" if case == "damaged" else "not a memlab store") in res.stdout
+    assert _sha(path) == before
+
+
+def test_store_commands_on_a_missing_file_exit_2_and_create_nothing(cli, tmp_path, hashing_yaml):
+    path = tmp_path / "absent.db"
+    for args in (("check", path), ("rebuild", path, "--config", hashing_yaml)):
+        res = cli("store", *args)
+        assert res.exit_code == 2 and str(path) in res.stderr and "no such store" in res.stderr
+    assert not path.exists()
+
+
 # ----------------------------------------------------------------------------- bench
 
 def test_bench_writes_the_json_report_and_the_artifacts(cli, tmp_path, tiny_bench_folder,

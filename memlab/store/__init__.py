@@ -11,6 +11,11 @@ Typical use::
     generation = repo.put_vectors(vecs, rowids, embeddings)
     index = ExactIndex.load(vecs)        # or index.add(rowids, embeddings, meta, generation=...)
     signals = MemoryIndex.load(conn)     # recall's other reads in memory; signals.sync(conn) later
+    report = check_store("memories.sqlite")   # read-only: integrity, counts, vectors, change log
+
+Every driver error comes out as memlab's (CorruptStore, ReadOnlyStore, StoreLocked, StoreError:
+``connect.store_error``); ``Store.open`` checks the vector table against the embedded memories
+(``health.reconcile_vectors``).
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from pathlib import Path
 from memlab.config import MemlabConfig
 
 from .cache import EmbeddingCache, EmbeddingCacheFile, text_hash
-from .connect import Connection, connect, driver, transaction
+from .connect import (Connection, connect, db_path, driver, read_transaction, store_error,
+                      transaction)
 from .exact import ExactIndex
 from .facade import DenseView, Store
+from .health import RebuildReport, StoreReport, VectorState, check_store, reconcile_vectors
 from .memindex import MemoryIndex
-from .migrations import LATEST, MIGRATIONS, migrate, schema_version
+from .migrations import LATEST, MIGRATIONS, check_openable, migrate, schema_version
 from .repository import Repository, validate_record
 from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter, quarters_between,
                       registered_tables, table_name)
@@ -36,7 +43,8 @@ def open_store(path: str | Path, *, config: MemlabConfig | None = None, quick_ch
     ``(connection, Repository)``."""
     config = config if config is not None else MemlabConfig()
     conn = connect(path, busy_timeout_ms=config.store.busy_timeout_ms,
-                   journal_mode=config.store.journal_mode, quick_check=quick_check)
+                   journal_mode=config.store.journal_mode, quick_check=quick_check,
+                   preflight=check_openable)
     try:
         migrate(conn)
         return conn, Repository(conn, config=config)
@@ -53,8 +61,10 @@ def vector_cache(conn: Connection, *, model_version: str, dim: int,
                        int8_scale=s.int8_scale, partitioned=s.partition_by_quarter)
 
 
-__all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "Store", "ExactIndex", "LATEST", "MIGRATIONS", "MemoryIndex",
-           "Repository",
-           "VectorCache", "VectorMeta", "connect", "driver", "load_meta", "migrate", "open_store",
-           "quantize_int8", "quarter", "quarters_between", "registered_tables", "schema_version",
-           "table_name", "text_hash", "transaction", "validate_record", "vector_cache"]
+__all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "ExactIndex", "LATEST",
+           "MIGRATIONS", "MemoryIndex", "RebuildReport", "Repository", "Store", "StoreReport",
+           "VectorCache", "VectorMeta", "VectorState", "check_openable", "check_store", "connect",
+           "db_path", "driver", "load_meta", "migrate", "open_store", "quantize_int8", "quarter",
+           "quarters_between", "read_transaction", "reconcile_vectors", "registered_tables",
+           "schema_version", "store_error", "table_name", "text_hash", "transaction",
+           "validate_record", "vector_cache"]

@@ -9,17 +9,29 @@ Opening checks the file before anything can write to it: a file that is not a SQ
 header, random bytes, truncated) raises :class:`~memlab.errors.CorruptStore` naming the path and what
 failed, and the file is left byte-identical (the journal mode, which writes the header, is set only
 after the checks pass).
+
+Driver errors never leave the store: the connections :func:`connect` returns (and their cursors)
+turn every error of the driver, on any statement or fetch, into memlab's own (:func:`store_error`,
+the one place that maps them): damage SQLite (or sqlite-vec, or the UTF-8 decoder) reports becomes
+:class:`~memlab.errors.CorruptStore` with the advice to run ``memlab store check PATH``; a refused
+write :class:`~memlab.errors.ReadOnlyStore`, saying whether the file or its folder is read-only; a
+lock held past ``store.busy_timeout_ms`` :class:`~memlab.errors.StoreLocked`; anything else
+:class:`~memlab.errors.StoreError`. Each names the store's path and the driver's message.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import re
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+from urllib.parse import quote
 
-from memlab.errors import CorruptStore, StoreError
+from memlab.errors import CorruptStore, ReadOnlyStore, StoreError, StoreLocked
 
 _MAGIC = b"SQLite format 3\x00"
 _HEADER_BYTES = 100
@@ -43,6 +55,94 @@ def driver() -> ModuleType:
 def db_errors() -> tuple[type[BaseException], ...]:
     """The driver's error base class (sqlite3.Error or sqlean.Error), for ``except`` clauses."""
     return (driver().Error,)
+
+
+# SQLite's primary result codes (https://sqlite.org/rescode.html) that store_error tells apart
+_BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _CONSTRAINT, _NOTADB = \
+    5, 6, 8, 10, 11, 13, 14, 19, 26
+#: Damage reported with a generic code: sqlite-vec failing to read its own shadow tables, and
+#: text that is not UTF-8 (memlab writes only valid UTF-8, so such bytes are damage).
+_DAMAGE = re.compile(r"malformed|not a database|could not decode to utf-8|sqlite-vec error|"
+                     r"could not fetch vector data|vectors blob|validity (blob|bitmap)|"
+                     r"could not extract metadata value|could not find a row with rowid", re.I)
+
+
+def store_error(exc: BaseException, conn: Any = None) -> StoreError:
+    """memlab's error for a driver error ``exc`` raised on ``conn`` (the one place they are
+    mapped): names the store's path and the driver's message, and says what to do."""
+    path = str(getattr(conn, "memlab_path", None) or "the store")
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    cause = f"{exc}" + (f" [{exc.sqlite_errorname}]" if getattr(exc, "sqlite_errorname", None)
+                        else "")
+    if primary in (_CORRUPT, _NOTADB) or _DAMAGE.search(str(exc)):
+        return CorruptStore(f"{path}: the store is damaged: {cause}. Nothing more was written; "
+                            f"run `memlab store check {path}` to see what is damaged", path=path)
+    if primary == _READONLY:
+        return ReadOnlyStore(f"{path}: cannot write: {_read_only_reason(conn, path)} ({cause}); "
+                             f"the store is unchanged", path=path)
+    if primary in (_BUSY, _LOCKED) and "locked" in str(exc):
+        return StoreLocked(locked_message(conn, exc), path=path)
+    what = {_FULL: "the disk is full: free space, then retry",
+            _CANTOPEN: "cannot open the file or its -wal/-shm files (missing folder or no access)",
+            _IOERR: f"an I/O error reading or writing the file: run `memlab store check {path}`",
+            _CONSTRAINT: "a write broke a rule of the schema and was rolled back",
+            }.get(primary, "SQLite refused the statement")
+    return StoreError(f"{path}: {what}: {cause}", path=path)
+
+
+def _read_only_reason(conn: Any, path: str) -> str:
+    """Why SQLite could not write: a read-only connection, file, folder or -wal/-shm file."""
+    if getattr(conn, "memlab_read_only", False):
+        return "it was opened read-only"
+    p = Path(path)
+    if p.exists() and not os.access(p, os.W_OK):
+        return f"the file is read-only: make it writable (chmod u+w {p}) to write into it"
+    side = [p.with_name(p.name + s) for s in ("-wal", "-shm")]
+    if not os.access(p.parent, os.W_OK) and not all(f.exists() for f in side):
+        return (f"its folder {p.parent} is not writable, and SQLite's WAL mode needs to create "
+                f"{side[0].name} and {side[1].name} beside the file (even to read): make the "
+                f"folder writable, or copy the store into a writable folder")
+    locked = [f.name for f in side if f.exists() and not os.access(f, os.W_OK)]
+    if locked:
+        return f"{' and '.join(locked)} beside it are read-only: make them writable"
+    return ("SQLite refused to write (a read-only file system, or the file, its folder or its "
+            "-wal/-shm files are read-only for this process)")
+
+
+#: The cursor calls that can raise a driver error (statements and fetches).
+_CURSOR_CALLS = ("execute", "executemany", "fetchone", "fetchmany", "fetchall", "__next__")
+
+
+@functools.cache
+def _classes(mod: ModuleType) -> tuple[type, type]:
+    """A Connection and a Cursor class of ``mod`` whose every statement and fetch maps the
+    driver's errors through :func:`store_error`. (``Connection.execute`` and ``executemany`` go
+    through ``cursor()``, so they are covered too.)"""
+
+    def mapped(name: str) -> Any:
+        call = getattr(mod.Cursor, name)
+
+        def method(self: Any, *args: Any) -> Any:
+            try:
+                return call(self, *args)
+            except mod.Error as exc:
+                raise store_error(exc, self.connection) from exc
+
+        method.__name__ = name
+        return method
+
+    cursor_cls = type("StoreCursor", (mod.Cursor,), {n: mapped(n) for n in _CURSOR_CALLS})
+
+    class StoreConnection(mod.Connection):
+        memlab_path: str = ""
+        memlab_read_only: bool = False
+        memlab_busy_timeout_ms: int | None = None
+
+        def cursor(self, factory: Any = cursor_cls) -> Any:
+            return super().cursor(factory)
+
+    return StoreConnection, cursor_cls
 
 
 def _check_header(path: Path) -> None:
@@ -82,7 +182,8 @@ def _load_vec(conn: Connection, path: str) -> None:
 
 def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal",
             quick_check: bool = False, cache_size_kib: int = 65_536, synchronous: str = "normal",
-            load_vec: bool = True) -> Connection:
+            load_vec: bool = True, read_only: bool = False,
+            preflight: Callable[[Any], None] | None = None) -> Connection:
     """Open (creating if absent) a memlab SQLite database and return its connection.
 
     Args:
@@ -99,9 +200,16 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
         synchronous: ``"normal"`` (WAL: atomic and consistent after a crash; the last commits can
             be lost on power failure) or ``"full"``.
         load_vec: load the sqlite-vec extension (needed for the vector cache).
+        read_only: open with SQLite's ``mode=ro`` (an existing file only; the journal mode is left
+            as it is): nothing can be written through this connection (``memlab store check``).
+        preflight: called with the connection after the schema was read and before anything
+            can write (the journal mode changes the file's header): raise to refuse the file
+            (``migrations.check_openable`` refuses foreign and newer databases unchanged).
 
     Raises:
         CorruptStore: the file is not a readable SQLite database (the file is left unchanged).
+        ReadOnlyStore: the file, its folder or its -wal/-shm files cannot be written.
+        StoreLocked: another connection holds a lock past ``busy_timeout_ms``.
         StoreError: sqlite-vec cannot be loaded, or a pragma is refused.
     """
     if journal_mode not in ("wal", "delete"):
@@ -114,32 +222,39 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
     if not memory:
         p = Path(name)
         if p.is_dir():
-            raise StoreError(f"{p}: is a folder, not a database file")
+            raise StoreError(f"{p}: is a folder, not a database file", path=name)
         if p.exists():
             _check_header(p)
+        elif read_only:
+            raise StoreError(f"{p}: no such store file (opening read-only creates nothing)",
+                             path=name)
+    target, uri = name, False
+    if read_only and not memory:
+        target, uri = f"file:{quote(str(Path(name).resolve()))}?mode=ro", True
+    factory = _classes(mod)[0]
     try:
-        conn = mod.connect(name, isolation_level=None, check_same_thread=False)
+        conn = mod.connect(target, isolation_level=None, check_same_thread=False, uri=uri,
+                           factory=factory)
     except mod.Error as exc:
-        raise StoreError(f"{name}: cannot open: {exc}") from exc
+        raise StoreError(f"{name}: cannot open: {exc}", path=name) from exc
+    conn.memlab_path, conn.memlab_read_only = name, bool(read_only)
+    conn.memlab_busy_timeout_ms = int(busy_timeout_ms)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            if quick_check:
-                rows = conn.execute("PRAGMA quick_check").fetchall()
-                if rows != [("ok",)]:
-                    detail = "; ".join(str(r[0]) for r in rows[:5])
-                    raise CorruptStore(f"{name}: PRAGMA quick_check failed: {detail}")
-        except mod.DatabaseError as exc:
-            if isinstance(exc, mod.OperationalError) and "locked" in str(exc):
-                raise StoreError(f"{name}: database is locked (busy_timeout_ms="
-                                 f"{busy_timeout_ms}): {exc}") from exc
-            raise CorruptStore(f"{name}: cannot read the schema (sqlite_master): {exc}") from exc
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()   # the schema is readable
+        if quick_check:
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+            if rows != [("ok",)]:
+                detail = "; ".join(str(r[0]) for r in rows[:5])
+                raise CorruptStore(f"{name}: PRAGMA quick_check failed: {detail}. Run `memlab "
+                                   f"store check {name}` to see what is damaged", path=name)
+        if preflight is not None:
+            preflight(conn)
         if load_vec:
             _load_vec(conn, name)
         conn.execute(f"PRAGMA cache_size = {-int(cache_size_kib)}")
         conn.execute("PRAGMA foreign_keys = ON")
-        if not memory:
+        if not memory and not read_only:
             got = conn.execute(f"PRAGMA journal_mode = {journal_mode}").fetchone()[0]
             if str(got).lower() != journal_mode:
                 raise StoreError(f"{name}: journal_mode {journal_mode!r} refused (SQLite kept "
@@ -151,38 +266,83 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
     return conn
 
 
+def db_path(conn: Connection) -> str:
+    """The file of the connection's main database (``":memory:"`` for an in-memory one)."""
+    if getattr(conn, "memlab_path", ""):
+        return conn.memlab_path
+    for _, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return file or ":memory:"
+    return ":memory:"  # pragma: no cover - every connection has a main database
+
+
+def locked_message(conn: Connection, exc: BaseException) -> str:
+    """What a lock timeout means and what to do, naming the store and ``store.busy_timeout_ms``."""
+    timeout = getattr(conn, "memlab_busy_timeout_ms", None)
+    if timeout is None:
+        timeout = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    return (f"{db_path(conn)}: another connection holds the store's write lock and it was not "
+            f"released within store.busy_timeout_ms = {timeout} ms ({exc}); nothing was written: "
+            f"retry later, stop the other writer, or raise store.busy_timeout_ms")
+
+
 @contextmanager
 def transaction(conn: Connection) -> Iterator[Connection]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``; ``ROLLBACK`` on any exception, which is re-raised.
 
     Re-entrant: inside an open transaction it uses a SAVEPOINT, so a store method that writes in a
     transaction can be composed into a caller's larger one (all or nothing for the whole). A lock
-    held by another process past the busy timeout raises :class:`StoreError`.
+    held by another process past the busy timeout raises :class:`StoreLocked`. When undoing
+    fails too (a damaged file), the original error is raised with the failure as a note.
     """
-    mod = driver()
     if conn.in_transaction:
         conn.execute(f"SAVEPOINT {_SAVEPOINT}")
         try:
             yield conn
-        except BaseException:
-            conn.execute(f"ROLLBACK TO {_SAVEPOINT}")
-            conn.execute(f"RELEASE {_SAVEPOINT}")
+        except BaseException as exc:
+            _undo(conn, exc, f"ROLLBACK TO {_SAVEPOINT}", f"RELEASE {_SAVEPOINT}")
             raise
         conn.execute(f"RELEASE {_SAVEPOINT}")
         return
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except mod.OperationalError as exc:
-        raise StoreError(f"cannot start a write transaction: {exc}") from exc
+    conn.execute("BEGIN IMMEDIATE")     # a lock past the busy timeout: StoreLocked (store_error)
     try:
         yield conn
-    except BaseException:
+    except BaseException as exc:
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            _undo(conn, exc, "ROLLBACK")
         raise
     try:
         conn.execute("COMMIT")
-    except mod.Error as exc:
+    except StoreError as exc:
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise StoreError(f"commit failed: {exc}") from exc
+            _undo(conn, exc, "ROLLBACK")
+        raise
+
+
+@contextmanager
+def read_transaction(conn: Connection) -> Iterator[Connection]:
+    """The reads inside see one snapshot of the store (``BEGIN`` ... ``COMMIT``, which takes no
+    write lock), or the caller's open transaction. An error inside is re-raised after the read
+    transaction ends."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    except BaseException as exc:
+        if conn.in_transaction:
+            _undo(conn, exc, "ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _undo(conn: Connection, exc: BaseException, *statements: str) -> None:
+    """Run the undo statements after ``exc``; if one fails, note it on ``exc`` (which the caller
+    re-raises) instead of hiding ``exc`` behind it, and stop."""
+    for sql in statements:
+        try:
+            conn.execute(sql)
+        except StoreError as undo_exc:
+            exc.add_note(f"memlab: then {sql} failed: {undo_exc}")
+            return

@@ -191,10 +191,24 @@ class ExactIndex:
         else:
             sims = (self._mat[:n] @ q)[idx]
         kk = min(k, len(idx))
-        top = np.argpartition(-sims, kk - 1)[:kk] if kk < len(idx) else np.arange(len(idx))
+        top = self._top(sims, self._rowid[idx], kk)
         rows = self._rowid[idx[top]]
         order = np.lexsort((rows, -sims[top]))
         return rows[order], sims[top][order].astype(np.float32)
+
+
+    @staticmethod
+    def _top(sims: np.ndarray, rowids: np.ndarray, kk: int) -> np.ndarray:
+        """Positions of the first ``kk`` of (cosine desc, rowid asc): cosines equal to the
+        ``kk``-th are cut by rowid, never by position in the index (which depends on the order
+        the rows were added in)."""
+        if kk >= len(sims):
+            return np.arange(len(sims))
+        kth = sims[np.argpartition(-sims, kk - 1)[kk - 1]]
+        above = np.flatnonzero(sims > kth)
+        tied = np.flatnonzero(sims == kth)
+        tied = tied[np.argsort(rowids[tied], kind="stable")[:kk - len(above)]]
+        return np.concatenate([above, tied])
 
 
 def _grow(arr: np.ndarray, cap: int) -> np.ndarray:

@@ -9,6 +9,7 @@ itself (``"sqlite-vec"``).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
@@ -21,8 +22,9 @@ from memlab.types import MemoryRecord
 from .cache import EmbeddingCache
 from .connect import Connection, connect, transaction
 from .exact import ExactIndex
+from .health import RebuildReport, VectorState, measure_vectors, reconcile_vectors
 from .memindex import MemoryIndex
-from .migrations import migrate
+from .migrations import check_openable, migrate
 from .repository import Repository
 from .vectors import VectorCache, load_meta
 
@@ -86,8 +88,9 @@ class Store:
 
     Attributes: ``conn``, ``repo`` (:class:`Repository`), ``embeddings`` (:class:`EmbeddingCache`),
     ``vectors`` (:class:`VectorCache` of the embedder's version, or None without an embedder),
-    ``dense`` (:class:`DenseView`, or None). Recall reads candidates and signals from
-    :meth:`signals`.
+    ``dense`` (:class:`DenseView`, or None), ``vector_check`` (the :class:`VectorState` found
+    when the vector table was checked at open: lost vectors are found and their memories marked
+    pending; or None). Recall reads candidates and signals from :meth:`signals`.
     """
 
     def __init__(self, conn: Connection, *, path: str, config: MemlabConfig,
@@ -97,6 +100,8 @@ class Store:
         self.embeddings = EmbeddingCache(conn)
         self.vectors: VectorCache | None = None
         self.dense: DenseView | None = None
+        self.vector_check: VectorState | None = None
+        self._restored = False    # the memories whose vectors were lost at open are re-embedded
         self._memory_index: MemoryIndex | None = None
         self._read_once = False   # a first read went through SQL (see signals)
         if embedder is not None:
@@ -104,6 +109,7 @@ class Store:
             self.vectors = VectorCache(conn, model_version=embedder.version, dim=int(embedder.dim),
                                        dtype=s.vector_dtype, int8_scale=s.int8_scale,
                                        partitioned=s.partition_by_quarter)
+            self.vector_check = reconcile_vectors(conn, self.vectors)   # lost vectors: pending
             self.vectors.ensure()
             self.dense = DenseView(self.vectors, read_index=s.read_index)
 
@@ -114,7 +120,8 @@ class Store:
         cfg = config if config is not None else MemlabConfig()
         conn = connect(path, busy_timeout_ms=cfg.store.busy_timeout_ms,
                        journal_mode=cfg.store.journal_mode,
-                       quick_check=cfg.store.quick_check if quick_check is None else quick_check)
+                       quick_check=cfg.store.quick_check if quick_check is None else quick_check,
+                       preflight=check_openable)
         try:
             migrate(conn)
             return cls(conn, path=str(path), config=cfg, embedder=embedder)
@@ -187,6 +194,7 @@ class Store:
         while True:
             rowids = self.repo.pending(embedder.version, limit=batch)
             if not rowids:
+                self._restored = True
                 return done
             texts = [r.text for r in self.repo.get_rows(rowids)]
             vecs = self.embed_cached(embedder, texts)
@@ -199,11 +207,40 @@ class Store:
     def rebuild_vectors(self, embedder: _Embedder) -> int:
         """Drop the embedder's vector table, rebuild it from the embedding cache, embed what the
         cache lacks; returns the number of vectors in the rebuilt table."""
+        return self.rebuild(embedder).vectors
+
+    def rebuild(self, embedder: _Embedder) -> RebuildReport:
+        """:meth:`rebuild_vectors`, returning what it did (``memlab store rebuild``)."""
         self._check_embedder(embedder)
+        cached = self.embeddings.count(embedder.version)
         self.vectors.rebuild()
         self.embed_pending(embedder)
         self.dense = DenseView(self.vectors, read_index=self.config.store.read_index)
-        return self.vectors.count()
+        state, found = self.vector_state(), self.vector_check
+        embedded = self.embeddings.count(embedder.version) - cached   # texts the model embedded
+        return RebuildReport(model_version=state.model_version, table=state.table,
+                             records=state.records, from_cache=state.vectors - embedded,
+                             embedded=embedded, vectors=state.vectors, pending=state.pending,
+                             problem_at_open=found.problem, lost_at_open=found.lost)
+
+    def vector_state(self) -> VectorState | None:
+        """The vector table now (counts), with what was lost at open until it is re-embedded."""
+        if self.vectors is None:
+            return None
+        now = measure_vectors(self.conn, self.vectors)
+        if self._lost_pending():
+            return dataclasses.replace(now, lost=self.vector_check.lost,
+                                       problem=self.vector_check.problem)
+        return now
+
+    def notes(self) -> list[str]:
+        """What recall tells the user about this store: vectors lost at open and not yet
+        re-embedded (a lookup, no query)."""
+        return [self.vector_check.note(self.path)] if self._lost_pending() else []
+
+    def _lost_pending(self) -> bool:
+        found = self.vector_check
+        return found is not None and found.lost > 0 and not self._restored
 
     def _check_embedder(self, embedder: _Embedder) -> None:
         if self.vectors is None or embedder.version != self.vectors.model_version:

@@ -42,7 +42,7 @@ from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUS
                           LIFECYCLE_STATES, RETENTION_LAYERS, SCOPES, CATEGORIES)
 
 from .cache import CACHE_TABLE_SQL
-from .connect import Connection, db_errors, transaction
+from .connect import Connection, db_path, transaction
 
 
 def _in(values: Sequence[str]) -> str:
@@ -222,8 +222,31 @@ def _refuse_foreign(conn: Connection) -> None:
     foreign = [r[0] for r in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
     if foreign:
-        raise StoreError(f"not a memlab store: schema version 0 but it holds tables "
-                         f"{sorted(foreign)[:5]}; refusing to write into it")
+        path = db_path(conn)
+        raise StoreError(f"{path}: not a memlab store: schema version 0 but it holds tables "
+                         f"{sorted(foreign)[:5]}; refusing to write into it (the file is "
+                         f"unchanged)", path=path)
+
+
+def _refuse_newer(conn: Connection, latest: int) -> None:
+    current = schema_version(conn)
+    if current > latest:
+        path = db_path(conn)
+        raise StoreError(f"{path}: store schema version {current} is newer than this memlab's "
+                         f"{latest}: upgrade memlab to open it (the file is unchanged)", path=path)
+
+
+def check_openable(conn: Connection) -> None:
+    """Refuse, before anything is written (:func:`~memlab.store.connect.connect` runs it before
+    the journal mode is set), a database of another application (schema version 0 with tables)
+    or of a newer memlab. Reads only.
+
+    Raises:
+        StoreError: naming the file, what it holds and what to do; the file is left unchanged.
+    """
+    _refuse_newer(conn, LATEST)
+    if schema_version(conn) == 0:
+        _refuse_foreign(conn)
 
 
 def migrate(conn: Connection, *, migrations: Sequence[tuple[int, str, Sequence[Step]]] = MIGRATIONS
@@ -240,10 +263,8 @@ def migrate(conn: Connection, *, migrations: Sequence[tuple[int, str, Sequence[S
         if version != i:
             raise StoreError(f"migrations: versions must be 1, 2, 3, ... in order (entry {i} is "
                              f"version {version})")
+    _refuse_newer(conn, latest)
     current = schema_version(conn)
-    if current > latest:
-        raise StoreError(f"store schema version {current} is newer than this memlab's {latest}: "
-                         f"upgrade memlab to open it")
     for version, name, steps in migrations:
         if version <= current:
             continue
@@ -256,8 +277,9 @@ def migrate(conn: Connection, *, migrations: Sequence[tuple[int, str, Sequence[S
             for step in steps:
                 try:
                     step(conn) if callable(step) else conn.execute(step)
-                except db_errors() as exc:
-                    raise StoreError(f"migration {version} ({name}) failed: {exc}") from exc
+                except StoreError as exc:   # the driver's error, mapped (connect.store_error)
+                    raise type(exc)(f"migration {version} ({name}) failed: {exc}",
+                                    path=exc.path) from exc
             conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
                          (version, name))
             conn.execute(f"PRAGMA user_version = {int(version)}")

@@ -32,7 +32,7 @@ from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES, ListTermSets
 from memlab.types import RETENTION_LAYERS, MemoryRecord
 
 from .cache import EmbeddingCache, text_hash
-from .connect import Connection, transaction
+from .connect import Connection, db_path, transaction
 from .migrations import LATEST, schema_version
 from .records import (COLUMNS, DERIVED, FIELDS, VECTOR_META_FIELDS, clean_strings, from_row,
                       ids_json, searchable, to_row, validate_record)
@@ -56,8 +56,9 @@ class Repository:
     def __init__(self, conn: Connection, *, config: MemlabConfig | None = None) -> None:
         version = schema_version(conn)
         if version != LATEST:
-            raise StoreError(f"store schema version {version}, this memlab needs {LATEST}: "
-                             f"run memlab.store.migrate(conn) first")
+            raise StoreError(f"{db_path(conn)}: store schema version {version}, this memlab "
+                             f"needs {LATEST}: run memlab.store.migrate(conn) first",
+                             path=db_path(conn))
         self.conn = conn
         self.config = config if config is not None else MemlabConfig()
 

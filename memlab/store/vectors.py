@@ -35,9 +35,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from memlab.errors import InvalidInput, StoreError
+from memlab.errors import CorruptStore, InvalidInput, StoreError
 
-from .connect import Connection, transaction
+from .connect import Connection, db_path, read_transaction, transaction
 
 MAX_K = 4096  # sqlite-vec's limit on k
 
@@ -86,15 +86,19 @@ class VectorMeta:
         return quarter(self.event_time)
 
 
-def load_meta(conn: Connection, rowids: Sequence[int]) -> list[VectorMeta]:
-    """Filter columns of these memories from ``memory_records``, in input order."""
-    rowids = [int(r) for r in rowids]
-    found = {r[0]: VectorMeta(r[1], r[2], r[3], r[4], math.floor(r[5]), bool(r[6]))
-             for r in conn.execute(
+def _meta(conn: Connection, rowids: list[int]) -> dict[int, VectorMeta]:
+    return {r[0]: VectorMeta(r[1], r[2], r[3], r[4], math.floor(r[5]), bool(r[6]))
+            for r in conn.execute(
         "SELECT rowid, agent_id, user_id, retention_layer, cognitive_layer, "
         "coalesce(event_time, timestamp), lifecycle_state = 'active' AND deprecated = 0 "
         "FROM memory_records WHERE rowid IN (SELECT value FROM json_each(?))",
         (json.dumps(rowids),))}
+
+
+def load_meta(conn: Connection, rowids: Sequence[int]) -> list[VectorMeta]:
+    """Filter columns of these memories from ``memory_records``, in input order."""
+    rowids = [int(r) for r in rowids]
+    found = _meta(conn, rowids)
     missing = [r for r in rowids if r not in found]
     if missing:
         raise InvalidInput("rowids", "unknown rowid", missing[0])
@@ -284,14 +288,34 @@ class VectorCache:
         out = np.empty((len(rowids), self.dim), np.float32)
         for i, r in enumerate(rowids):
             out[i] = self.decode(found[r])
-        return out
+        return self._finite(rowids, out)
+
+    def _finite(self, rowids: Sequence[int], mat: np.ndarray) -> np.ndarray:
+        """``mat``, or CorruptStore when a stored vector is not finite: memlab never writes one
+        (check_vectors), so NaN or inf bytes are damage, not a vector to rank by."""
+        ok = np.isfinite(mat).all(axis=1)
+        if not ok.all():
+            path = db_path(self.conn)
+            raise CorruptStore(f"{path}: the vector table {self.table} is damaged: the vector of "
+                               f"rowid {int(np.asarray(rowids)[~ok][0])} is not finite "
+                               f"({int((~ok).sum())} such); run `memlab store check {path}`, and "
+                               f"`memlab store rebuild {path}` to rebuild the vector table from "
+                               f"the records", path=path)
+        return mat
 
     def rows(self) -> tuple[np.ndarray, np.ndarray, list[VectorMeta]]:
         """Every row: (rowids int64, vectors float32 (n, dim), meta), by rowid.
 
         The vectors come from the table; the filter columns from ``memory_records`` (kept equal
-        to the table's by every write, and several times faster to read than vec0's columns).
+        to the table's by every write, and several times faster to read than vec0's columns),
+        both in one read transaction (a snapshot: a memory deleted meanwhile by another process
+        is in neither). A vector whose memory is not there, or that is not finite, is damage:
+        CorruptStore.
         """
+        with read_transaction(self.conn):
+            return self._rows()
+
+    def _rows(self) -> tuple[np.ndarray, np.ndarray, list[VectorMeta]]:
         rows = self.conn.execute(f"SELECT rowid, embedding FROM {self.table}").fetchall()
         rows.sort(key=lambda r: r[0])
         rowids = np.array([r[0] for r in rows], np.int64)
@@ -300,7 +324,16 @@ class VectorCache:
             mat = np.frombuffer(raw, np.int8).astype(np.float32) * (self.int8_scale / 127.0)
         else:
             mat = np.frombuffer(raw, np.float32).copy()
-        return rowids, mat.reshape(len(rows), self.dim), load_meta(self.conn, rowids.tolist())
+        mat = self._finite(rowids, mat.reshape(len(rows), self.dim))
+        meta = _meta(self.conn, rowids.tolist())
+        if len(meta) != len(rowids):
+            path = db_path(self.conn)
+            lost = [r for r in rowids.tolist() if r not in meta]
+            raise CorruptStore(f"{path}: the vector table {self.table} holds vectors of memories "
+                               f"with no memory record ({len(lost)}, e.g. rowid {lost[0]}) while "
+                               f"they are marked embedded: the records are damaged; run `memlab "
+                               f"store check {path}`", path=path)
+        return rowids, mat, [meta[r] for r in rowids.tolist()]
 
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
                layers: Sequence[str] | None = None, since: float | None = None,

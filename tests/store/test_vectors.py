@@ -209,3 +209,23 @@ def test_vector_cache_from_config(store):
                                     "store.partition_by_quarter": True})
     c = vector_cache(conn, model_version="x", dim=8, config=cfg)
     assert (c.dtype, c.partitioned, c.int8_scale) == ("int8", True, 0.25)
+
+
+def test_exact_index_breaks_ties_at_the_kth_cosine_by_rowid_not_by_position():
+    """Equal cosines at the cut-off: the top k are the first k of (cosine desc, rowid asc),
+    whatever order the rows were added in (a re-embedded memory is appended at the end)."""
+    from memlab.store import VectorMeta
+
+    vecs = np.zeros((12, 4), np.float32)
+    vecs[:, 0] = 1.0                                # all twelve tie with the query
+    vecs[0] = [0.0, 1.0, 0.0, 0.0]                  # rowid 1: orthogonal, ranks last
+    meta = [VectorMeta("agent_0", "user_0", "long_term", "semantic", 0, True)] * 12
+    rowids = np.arange(1, 13)
+    q = np.array([1.0, 0.0, 0.0, 0.0], np.float32)
+    results = []
+    for order in (np.arange(12), np.arange(12)[::-1], np.r_[5:12, 0:5]):
+        index = ExactIndex(dim=4)
+        index.add(rowids[order], vecs[order], [meta[i] for i in order])
+        got, cos = index.search(q, 4, agent_id="agent_0", user_id="user_0")
+        results.append(got.tolist())
+    assert results == [[2, 3, 4, 5]] * 3
