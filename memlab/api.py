@@ -21,6 +21,7 @@ from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import EmbeddingUnavailable, InvalidCell, InvalidInput
+from memlab.inputs import check_id, check_ids, check_tenant
 from memlab.recall.candidates import Scope, build_features
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
@@ -67,10 +68,19 @@ class MemoryStore:
         return self._store.path
 
     def __len__(self) -> int:
+        """Memories of every agent and user."""
         return self._store.repo.count()
 
     def count(self, *, agent_id: str | None = None, user_id: str | None = None) -> int:
+        """Memories of one agent and user (None: the default, as everywhere)."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
         return self._store.repo.count(agent_id=agent_id, user_id=user_id)
+
+    def _tenant(self, agent_id: Any, user_id: Any, *, where: str = "") -> tuple[str, str]:
+        """The validated (agent_id, user_id) of a call; None alone means the config's default."""
+        w = self.config.writer
+        return check_tenant(agent_id, user_id, default_agent_id=w.default_agent_id,
+                            default_user_id=w.default_user_id, where=where)
 
     # -- write -------------------------------------------------------------------------------
     def add(self, text: str, **fields: Any) -> MemoryRecord:
@@ -158,15 +168,16 @@ class MemoryStore:
         ts = it.pop("timestamp", None)
         ts = now if ts is None else to_unix(ts)
         ev = it.pop("event_time", None)
-        mem_id = it.pop("id", None) or f"{_ID_PREFIX[layer]}_{uuid.uuid4().hex}"
-        for name in ("agent_id", "user_id"):
-            if it.get(name) is None:
-                it[name] = getattr(cfg.writer, f"default_{name}")
+        mem_id = it.pop("id", None)
+        mem_id = f"{_ID_PREFIX[layer]}_{uuid.uuid4().hex}" if mem_id is None \
+            else check_id(mem_id, f"{where}.id")
+        it["agent_id"], it["user_id"] = self._tenant(it.get("agent_id"), it.get("user_id"),
+                                                     where=f"{where}.")
         for name in ("tags", "derived_from", "source_quote"):
             if name in it:
                 it[name] = tuple(it[name])
         try:
-            return MemoryRecord(id=str(mem_id), text=text, retention_layer=layer,
+            return MemoryRecord(id=mem_id, text=text, retention_layer=layer,
                                 cognitive_layer=cognitive, timestamp=float(ts),
                                 event_time=None if ev is None else to_unix(ev),
                                 importance=float(importance), emotions=emotions, **it)
@@ -214,7 +225,7 @@ class MemoryStore:
         if k < 1:
             raise InvalidInput("k", "must be >= 1", k)
         now = to_unix((clock or self.clock).now())
-        scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
+        scope = Scope(*self._tenant(agent_id, user_id))
         notes: list[str] = []
         qv = self._embed_query(query, notes)
         feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
@@ -242,7 +253,7 @@ class MemoryStore:
         """The raw-signal table of several queries asked at ``now`` (benchmarks and sweeps score
         it many times). ``query_vectors`` default: embedded here (None if the embedder is out)."""
         cfg = self.config
-        scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
+        scope = Scope(*self._tenant(agent_id, user_id))
         if query_vectors is None and self._embedder is not None and cfg.recall.use_dense:
             try:
                 query_vectors = self._embedder.embed_queries(list(queries))
@@ -273,16 +284,24 @@ class MemoryStore:
                         f" ({self._embedder_error})" if self._embedder_error else "")
         return what
 
-    def reinforce(self, result: RecallResult | Sequence[str], *, clock: Clock | None = None
-                  ) -> int:
+    def reinforce(self, result: RecallResult | Sequence[str], *, clock: Clock | None = None,
+                  agent_id: str | None = None, user_id: str | None = None) -> int:
         """The explicit, batched reinforcement step after selection: last_accessed = now and
-        access_count += 1 for the recalled memories. Returns how many were updated."""
-        ids = result.ids if isinstance(result, RecallResult) else list(result)
-        now = to_unix((clock or self.clock).now())
-        return self._store.repo.reinforce_ids(ids, now=now)
+        access_count += 1 for the recalled memories. Returns how many were updated.
 
-    def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
-        return self._store.repo.get(list(ids))
+        The memories must belong to the agent and user (None: the default); another tenant's id
+        is refused like an unknown one (InvalidInput naming it) and nothing is updated."""
+        ids = check_ids(result.ids if isinstance(result, RecallResult) else result)
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        now = to_unix((clock or self.clock).now())
+        return self._store.repo.reinforce_ids(ids, now=now, agent_id=agent_id, user_id=user_id)
+
+    def get(self, ids: Sequence[str], *, agent_id: str | None = None,
+            user_id: str | None = None) -> list[MemoryRecord]:
+        """Memories by id, in order, of the agent and user (None: the default); an unknown id
+        or another tenant's raises InvalidInput naming it."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        return self._store.repo.get(check_ids(ids), agent_id=agent_id, user_id=user_id)
 
 
 def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = None,

@@ -307,3 +307,83 @@ def test_warm_loads_the_read_indexes_up_front(tmp_path):
         st.warm()
         assert isinstance(st._store.signals(), MemoryIndex)   # no SQL-first read after warm()
         assert st.recall("星露谷物语", k=1).texts == ["用户最喜欢玩星露谷物语"]
+
+
+# -- tenant edges (issue 7, defect 4) ---------------------------------------------------------------
+BAD_TENANTS = ["", "   ", 0, False, 1.5, b"agent", ["a"]]
+
+
+def _tenant_calls(st, who):
+    mem = st.recall("星露谷物语", k=1).ids
+    return {
+        "recall": lambda: st.recall("星露谷物语", k=3, **who),
+        "features": lambda: st.features(["星露谷物语"], k=3, now=T0, **who),
+        "count": lambda: st.count(**who),
+        "get": lambda: st.get(mem, **who),
+        "reinforce": lambda: st.reinforce(mem, **who),
+        "add": lambda: st.add("新的记忆", importance=0.5, **who),
+    }
+
+
+@pytest.mark.parametrize("field", ["agent_id", "user_id"])
+@pytest.mark.parametrize("value", BAD_TENANTS, ids=repr)
+def test_a_blank_or_non_string_tenant_is_refused_by_every_call(hstore, field, value):
+    """'' (also 0, False) used to read the default tenant in recall while add refused it; every
+    public method taking a tenant now validates it the same way and changes nothing."""
+    before = [(m.id, m.access_count) for m in hstore.get(hstore.recall("星露谷物语", k=20).ids)]
+    n = len(hstore)
+    for name, call in _tenant_calls(hstore, {field: value}).items():
+        with pytest.raises(InvalidInput, match=field) as e:
+            call()
+        assert "non-empty string" in str(e.value), name
+    assert len(hstore) == n
+    assert [(m.id, m.access_count) for m in hstore.get([i for i, _ in before])] == before
+
+
+def test_none_alone_means_the_default_tenant(hstore):
+    cfg = hstore.config.writer
+    explicit = {"agent_id": cfg.default_agent_id, "user_id": cfg.default_user_id}
+    assert hstore.recall("星露谷物语", k=3).ids == hstore.recall("星露谷物语", k=3, **explicit).ids
+    assert hstore.count() == hstore.count(**explicit) == len(hstore)
+    ids = hstore.recall("星露谷物语", k=2).ids
+    assert [m.id for m in hstore.get(ids)] == [m.id for m in hstore.get(ids, **explicit)]
+
+
+def test_get_and_reinforce_refuse_another_tenants_ids(hstore):
+    """Reinforcing another tenant's memory id used to succeed; now it is refused, naming the id,
+    and nothing is changed (not even the caller's own ids in the same call)."""
+    theirs = hstore.add("别人的秘密：密码是1234", agent_id="agent_x", user_id="user_x",
+                        importance=0.5).id
+    mine = hstore.recall("星露谷物语", k=1).ids[0]
+    for call in (lambda: hstore.get([mine, theirs]), lambda: hstore.reinforce([mine, theirs]),
+                 lambda: hstore.get([theirs], agent_id="agent_x"),     # user_x's, not user_0's
+                 lambda: hstore.reinforce([theirs], user_id="user_x")):
+        with pytest.raises(InvalidInput, match=theirs):
+            call()
+    own = hstore.get([theirs], agent_id="agent_x", user_id="user_x")[0]
+    assert own.access_count == 0 and hstore.get([mine])[0].access_count == 0
+    assert hstore.reinforce([theirs], agent_id="agent_x", user_id="user_x") == 1
+    assert hstore.get([theirs], agent_id="agent_x", user_id="user_x")[0].access_count == 1
+    # an unknown id and another tenant's id get the same message: existence is not revealed
+    with pytest.raises(InvalidInput) as unknown:
+        hstore.get(["no_such_id"])
+    with pytest.raises(InvalidInput) as foreign:
+        hstore.get([theirs])
+    assert str(unknown.value).replace("no_such_id", theirs) == str(foreign.value)
+
+
+@pytest.mark.parametrize("ids", [[1], [None], [b"pm_1"], ["ok", 2.5], [""], ["  "], "pm_abc", 7,
+                                 None], ids=repr)
+def test_ids_of_the_wrong_type_are_refused_by_name(hstore, ids):
+    """Non-string ids raised a raw TypeError or InterfaceError."""
+    for call in (hstore.get, hstore.reinforce):
+        with pytest.raises(InvalidInput, match=r"ids"):
+            call(ids)
+
+
+@pytest.mark.parametrize("mem_id", [5, b"x", "", "  ", ("a",)], ids=repr)
+def test_add_refuses_a_non_string_or_blank_id(hstore, mem_id):
+    n = len(hstore)
+    with pytest.raises(InvalidInput, match=r"items\[0\]\.id"):
+        hstore.add("一条记忆", id=mem_id)
+    assert len(hstore) == n

@@ -1,0 +1,63 @@
+"""Validation of what callers hand to the public API: tenants, memory ids, texts, k.
+
+One validator per kind of value, used by every public call that takes it, so that the same value is
+accepted or refused the same way everywhere. Each raises :class:`~memlab.errors.InvalidInput` naming
+the field, the rule and the value, before anything is read or written.
+
+Text policy (memories and queries): a text must be a non-blank ``str`` of valid Unicode — a lone
+surrogate (U+D800-U+DFFF) cannot be stored as UTF-8 and is refused — without control characters
+(Unicode category Cc: C0, DEL and C1) other than tab, newline and carriage return. memlab's choice:
+refuse rather than strip, because a memory is stored verbatim (escaping is the prompt's job) and a
+control character in a memory is almost always a decoding or injection accident the caller should
+see; the error names the character and its position. Ids (memory, agent and user ids) follow the
+same rule with no control character at all. Every other string stored with a memory (speaker,
+tags, meta, ...) must be valid Unicode.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from memlab.errors import InvalidInput
+
+_ID_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _refuse_char(field: str, text: str, m: re.Match[str], what: str) -> InvalidInput:
+    ch = m.group()
+    kind = "lone surrogate (not valid Unicode)" if "\ud800" <= ch <= "\udfff" else \
+        "control character"
+    return InvalidInput(field, f"{kind} U+{ord(ch):04X} at position {m.start()}: {what}",
+                        text[max(0, m.start() - 20):m.start() + 20])
+
+
+def check_id(value: Any, field: str) -> str:
+    """A memory, agent or user id: a non-blank str, valid Unicode, no control character."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, "must be a non-empty string", value)
+    m = _ID_CONTROL.search(value)
+    if m:
+        raise _refuse_char(field, value, m, "ids may hold no control character")
+    return value
+
+
+def check_ids(ids: Any, field: str = "ids") -> list[str]:
+    """A list, tuple or other sequence of memory ids (not one bare string)."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidInput(field, "must be a list of memory ids (strings)",
+                           ids if isinstance(ids, (str, bytes)) else type(ids).__name__)
+    return [check_id(v, f"{field}[{i}]") for i, v in enumerate(ids)]
+
+
+def check_tenant(agent_id: Any, user_id: Any, *, default_agent_id: str, default_user_id: str,
+                 where: str = "") -> tuple[str, str]:
+    """(agent_id, user_id): ``None`` alone means the default (``writer.default_agent_id`` /
+    ``writer.default_user_id``); anything else must be a valid id ('', 0, False are refused).
+    ``where`` prefixes the field names (``items[3].``)."""
+    a = check_id(default_agent_id, "writer.default_agent_id") if agent_id is None \
+        else check_id(agent_id, f"{where}agent_id")
+    u = check_id(default_user_id, "writer.default_user_id") if user_id is None \
+        else check_id(user_id, f"{where}user_id")
+    return a, u
