@@ -21,7 +21,7 @@ from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import EmbeddingUnavailable, InvalidCell, InvalidInput
-from memlab.inputs import check_id, check_ids, check_tenant
+from memlab.inputs import check_id, check_ids, check_tenant, check_text, check_unicode
 from memlab.recall.candidates import Scope, build_features
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
@@ -128,12 +128,10 @@ class MemoryStore:
                       long_term_used) -> MemoryRecord:
         cfg = self.config
         where = f"items[{index}]"
-        text = it.pop("text", None)
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidInput(f"{where}.text", "must be a non-empty string", text)
-        if len(text) > cfg.recall.max_text_chars:
-            raise InvalidInput(f"{where}.text", f"longer than recall.max_text_chars "
-                               f"({cfg.recall.max_text_chars})", len(text))
+        text = check_text(it.pop("text", None), f"{where}.text",
+                          max_chars=cfg.recall.max_text_chars, limit_name="recall.max_text_chars")
+        for name, value in it.items():
+            check_unicode(value, f"{where}.{name}")
         emotions = dict(it.pop("emotions", None) or {})
         for k, v in emotions.items():
             if not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -218,8 +216,7 @@ class MemoryStore:
     def recall(self, query: str, *, k: int | None = None, clock: Clock | None = None,
                agent_id: str | None = None, user_id: str | None = None) -> RecallResult:
         """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``."""
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query", "must be a non-empty string", query)
+        query = check_text(query, "query", max_chars=None, limit_name="")
         cfg = self.config
         k = cfg.recall.k if k is None else int(k)
         if k < 1:
@@ -253,6 +250,10 @@ class MemoryStore:
         """The raw-signal table of several queries asked at ``now`` (benchmarks and sweeps score
         it many times). ``query_vectors`` default: embedded here (None if the embedder is out)."""
         cfg = self.config
+        if isinstance(queries, str) or not isinstance(queries, Sequence):
+            raise InvalidInput("queries", "must be a list of query strings", type(queries).__name__)
+        queries = [check_text(q, f"queries[{i}]", max_chars=None, limit_name="")
+                   for i, q in enumerate(queries)]
         scope = Scope(*self._tenant(agent_id, user_id))
         if query_vectors is None and self._embedder is not None and cfg.recall.use_dense:
             try:

@@ -1,4 +1,4 @@
-"""Validation of what callers hand to the public API: tenants, memory ids, texts, k.
+"""Validation of what callers hand to the public API: tenants, memory ids, texts.
 
 One validator per kind of value, used by every public call that takes it, so that the same value is
 accepted or refused the same way everywhere. Each raises :class:`~memlab.errors.InvalidInput` naming
@@ -17,20 +17,42 @@ tags, meta, ...) must be valid Unicode.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memlab.errors import InvalidInput
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TEXT_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _ID_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-def _refuse_char(field: str, text: str, m: re.Match[str], what: str) -> InvalidInput:
+def _refuse_char(field: str, text: str, m: re.Match[str], rule: str) -> InvalidInput:
+    """InvalidInput naming the character, its position and the rule (``rule`` for a control
+    character; a lone surrogate is never valid Unicode)."""
     ch = m.group()
-    kind = "lone surrogate (not valid Unicode)" if "\ud800" <= ch <= "\udfff" else \
-        "control character"
-    return InvalidInput(field, f"{kind} U+{ord(ch):04X} at position {m.start()}: {what}",
-                        text[max(0, m.start() - 20):m.start() + 20])
+    if "\ud800" <= ch <= "\udfff":
+        what = f"lone surrogate U+{ord(ch):04X} at position {m.start()}: not valid Unicode " \
+            "(cannot be stored as UTF-8)"
+    else:
+        what = f"control character U+{ord(ch):04X} at position {m.start()}: {rule}"
+    return InvalidInput(field, what, text[max(0, m.start() - 20):m.start() + 20])
+
+
+def check_text(text: Any, field: str, *, max_chars: int | None, limit_name: str) -> str:
+    """A memory text or a query: a non-blank str of at most ``max_chars`` characters (the config
+    field ``limit_name``; None: no limit), valid Unicode, no control character but tab, newline,
+    carriage return."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput(field, "must be a non-empty string", text)
+    if max_chars is not None and len(text) > max_chars:
+        raise InvalidInput(field, f"longer than {limit_name} ({max_chars} characters)",
+                           f"{len(text)} characters")
+    m = _TEXT_CONTROL.search(text)
+    if m:
+        raise _refuse_char(field, text, m, "texts may hold no control character but tab, "
+                           "newline and carriage return")
+    return text
 
 
 def check_id(value: Any, field: str) -> str:
@@ -61,3 +83,19 @@ def check_tenant(agent_id: Any, user_id: Any, *, default_agent_id: str, default_
     u = check_id(default_user_id, "writer.default_user_id") if user_id is None \
         else check_id(user_id, f"{where}user_id")
     return a, u
+
+
+def check_unicode(value: Any, field: str) -> None:
+    """Every string inside ``value`` (nested mappings and sequences, keys too) is valid Unicode:
+    a lone surrogate cannot be stored as UTF-8."""
+    if isinstance(value, str):
+        m = _SURROGATE.search(value)
+        if m:
+            raise _refuse_char(field, value, m, "")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            check_unicode(k, f"{field} key")
+            check_unicode(v, f"{field}[{k!r}]")
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for i, v in enumerate(value):
+            check_unicode(v, f"{field}[{i}]")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -386,4 +387,48 @@ def test_add_refuses_a_non_string_or_blank_id(hstore, mem_id):
     n = len(hstore)
     with pytest.raises(InvalidInput, match=r"items\[0\]\.id"):
         hstore.add("一条记忆", id=mem_id)
+    assert len(hstore) == n
+
+
+# -- texts memlab cannot store (issue 7, defect 6) --------------------------------------------------
+@pytest.mark.parametrize("text,code,pos", [
+    ("\x00用户喜欢猫", "U+0000", 0),          # used to be IntegrityError: CHECK constraint failed
+    ("I like cats\x00", "U+0000", 11),
+    ("用户\x1b[31m喜欢猫", "U+001B", 2),      # an escape sequence
+    ("tea\x7f", "U+007F", 3),
+    ("喜欢\ud800猫", "U+D800", 2),            # used to be UnicodeEncodeError
+    ("cats \udfff", "U+DFFF", 5),
+])
+def test_a_text_with_a_control_character_or_a_lone_surrogate_is_refused(hstore, text, code, pos):
+    n = len(hstore)
+    at = rf"{re.escape(code)} at position {pos}"
+    with pytest.raises(InvalidInput, match=rf"items\[1\]\.text: .*{at}"):
+        hstore.add_many([{"text": "一条正常的记忆"}, {"text": text}])
+    assert len(hstore) == n
+    with pytest.raises(InvalidInput, match=rf"query: .*{at}"):
+        hstore.recall(text, k=3)
+    with pytest.raises(InvalidInput, match=rf"queries\[1\]: .*{at}"):
+        hstore.features(["猫", text], k=3, now=T0)
+
+
+def test_tabs_and_newlines_are_text():
+    clock = FixedClock(T0)
+    with memlab.open_store(":memory:", config=HCFG, clock=clock) as st:
+        rec = st.add("第一行\n第二行\t星露谷物语\r\n", importance=0.5)
+        assert st.get([rec.id])[0].text == "第一行\n第二行\t星露谷物语\r\n"
+        assert st.recall("星露谷物语\n", k=1).ids == [rec.id]
+
+
+@pytest.mark.parametrize("fields,name", [
+    ({"speaker": "An\ud83dna"}, r"items\[0\]\.speaker"),
+    ({"tags": ("ok", "b\udc80d")}, r"items\[0\]\.tags\[1\]"),
+    ({"meta": {"note": "x\ud800"}}, r"items\[0\]\.meta\['note'\]"),
+    ({"emotions": {"j\udc00y": 10}}, r"items\[0\]\.emotions key"),
+    ({"agent_id": "a\ud800"}, r"items\[0\]\.agent_id"),
+    ({"id": "id\x00"}, r"items\[0\]\.id"),
+])
+def test_any_stored_string_with_a_lone_surrogate_is_refused_by_name(hstore, fields, name):
+    n = len(hstore)
+    with pytest.raises(InvalidInput, match=name):
+        hstore.add("一条记忆", **fields)
     assert len(hstore) == n

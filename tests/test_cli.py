@@ -154,6 +154,18 @@ def test_add_with_a_bad_importance_exits_2_and_stores_nothing(cli, tmp_path, has
     assert "first memory" in listed.stdout and "second memory" not in listed.stdout
 
 
+def test_add_and_recall_of_undecodable_text_exit_2_without_a_traceback(cli, tmp_path,
+                                                                       hashing_yaml):
+    """An argument that was not valid UTF-8 reaches Python as lone surrogates
+    (surrogateescape): it used to end in a UnicodeEncodeError traceback."""
+    store = tmp_path / "mem.db"
+    assert cli("add", store, "first memory", "--config", hashing_yaml).exit_code == 0
+    for args in (("add", store, "bad \udcff memory"), ("recall", store, "bad \udcff memory")):
+        res = cli(*args, "--config", hashing_yaml)
+        assert res.exit_code == 2 and "lone surrogate U+DCFF at position 4" in res.stderr
+    assert "first memory" in cli("recall", store, "memory", "--config", hashing_yaml).stdout
+
+
 # ----------------------------------------------------------------------------- bench
 
 def test_bench_writes_the_json_report_and_the_artifacts(cli, tmp_path, tiny_bench_folder,
