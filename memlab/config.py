@@ -17,6 +17,7 @@ Each field also has a ``stage``: what must be recomputed when it changes.
 
 from __future__ import annotations
 
+import json
 import math
 import typing
 from pathlib import Path
@@ -517,24 +518,25 @@ class MemlabConfig(_Section):
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "MemlabConfig":
-        """Read a YAML file of nested sections (or dotted keys at the top level)."""
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(str(p), "config file cannot be read", str(exc)) from None
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(str(p), "not valid YAML", str(exc).splitlines()[0]) from None
-        if not isinstance(data, dict):
-            raise ConfigError(str(p), "the top level must be a mapping of sections",
-                              type(data).__name__)
+        """Read a YAML file of nested sections (or dotted keys at the top level).
+
+        ``base: other.yaml`` (relative to the file) is read first and overridden; a chain of bases
+        that comes back to a file already in it is a ConfigError naming the chain. A file that is
+        not UTF-8 or not YAML is a ConfigError naming ``file:line:column``."""
+        return cls._from_yaml(Path(path), ())
+
+    @classmethod
+    def _from_yaml(cls, p: Path, chain: tuple[Path, ...]) -> "MemlabConfig":
+        key = p.resolve()
+        if key in chain:
+            cycle = " -> ".join(str(c) for c in chain[chain.index(key):] + (key,))
+            raise ConfigError(str(chain[-1]), "`base:` makes a cycle", cycle)
+        data = _read_yaml(p)
         dotted = {k: v for k, v in data.items() if isinstance(k, str) and "." in k}
         nested = {k: v for k, v in data.items() if k not in dotted}
         if nested.get("base") is not None:
-            base_path = (p.parent / str(nested.pop("base"))).resolve()
-            base = cls.from_yaml(base_path).to_dict()
+            base_path = p.parent / str(nested.pop("base"))
+            base = cls._from_yaml(base_path, chain + (key,)).to_dict()
             nested = _deep_merge(base, nested)
         return cls.from_dict(nested).replace(**dotted)
 
@@ -564,11 +566,17 @@ class MemlabConfig(_Section):
         data = self.to_dict()
         for key, value in updates.items():
             section, _, name = key.partition(".")
-            if section not in data or not name:
+            if section not in data:
                 raise ConfigError(key, f"unknown section; known: {', '.join(data)}", value)
+            if not name:
+                first = next(iter(data[section]))
+                raise ConfigError(key, f"{section!r} is a section, not a field: give one of its "
+                                  f"fields, e.g. {section}.{first}={json.dumps(data[section][first])}"
+                                  f" (memlab config show --section {section})", value)
             if name not in data[section]:
                 raise ConfigError(key, f"unknown field of section {section!r}", value)
-            if isinstance(value, str) and not isinstance(data[section][name], str):
+            current = data[section][name]
+            if isinstance(value, str) and not isinstance(current, str):
                 try:
                     value = yaml.safe_load(value)
                 except yaml.YAMLError:
@@ -579,7 +587,6 @@ class MemlabConfig(_Section):
     def digest(self) -> str:
         """A short stable hash of the whole configuration."""
         import hashlib
-        import json
 
         blob = json.dumps(self.to_flat(), sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -587,6 +594,41 @@ class MemlabConfig(_Section):
     def stage_of(self, key: str) -> str:
         """The stage (score/candidates/ingest/runtime) of a dotted key."""
         return describe_field(key)["stage"]
+
+
+def _read_yaml(p: Path) -> dict:
+    """The mapping in a YAML file; ConfigError naming the file (and line:column) otherwise."""
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(p), "config file cannot be read", str(exc)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"{p}:{line}:{column}", f"not UTF-8 text (byte 0x{raw[exc.start]:02x} "
+                          f"at offset {exc.start}): save the file as UTF-8",
+                          raw[max(0, exc.start - 20):exc.start + 20]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
+        rule = f"not valid YAML: {exc.problem or exc.context}"
+        if exc.context and exc.context_mark and exc.problem:
+            rule += (f" ({exc.context} started at line {exc.context_mark.line + 1}, column "
+                     f"{exc.context_mark.column + 1})")
+        lines = text.splitlines()
+        shown = lines[mark.line] if mark and mark.line < len(lines) else ""
+        raise ConfigError(where, rule, shown) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(p), "not valid YAML", str(exc).splitlines()[0]) from None
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), "the top level must be a mapping of sections",
+                          type(data).__name__)
+    return data
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

@@ -92,6 +92,25 @@ def test_config_validate_names_an_out_of_range_value(cli, tmp_path):
     assert "recall.relevance_floor" in res.stderr and "3.0" in res.stderr
 
 
+@pytest.mark.parametrize("content, expected", [
+    (b"recall:\n  k: 5\n   lexical_floor: 0.3\n", ":3:17': not valid YAML"),
+    ("recall:\n  k: 5  # café\n".encode("latin-1"), ":2:14': not UTF-8 text (byte 0xe9"),
+    (b"base: bad.yaml\n", "`base:` makes a cycle"),
+])
+def test_config_validate_points_at_the_line_and_column(cli, tmp_path, content, expected):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    res = cli("config", "validate", bad)
+    assert res.exit_code == 2 and expected in res.stderr and "Traceback" not in res.output
+
+
+def test_set_of_a_section_names_a_field_to_set(cli, tmp_path, hashing_yaml):
+    res = cli("add", tmp_path / "m.db", "x", "--config", hashing_yaml, "--set", "recall=5")
+    assert res.exit_code == 2
+    assert "'recall' is a section, not a field" in res.stderr and "recall.k=8" in res.stderr
+    assert not (tmp_path / "m.db").exists()
+
+
 # ----------------------------------------------------------------------------- add and recall
 
 def _explain_rows(stdout: str) -> tuple[list[str], list[list[str]]]:
