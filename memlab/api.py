@@ -20,13 +20,14 @@ import numpy as np
 from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
-from memlab.errors import EmbeddingUnavailable, InvalidCell, InvalidInput
-from memlab.inputs import check_id, check_ids, check_tenant, check_text, check_unicode
-from memlab.recall.candidates import Scope, build_features
+from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput
+from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
+from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
 from memlab.store import Store
+from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
 from memlab.text import extract_entities, memory_terms
 from memlab.types import (COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
 from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term_threshold,
@@ -218,9 +219,7 @@ class MemoryStore:
         """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``."""
         query = check_text(query, "query", max_chars=None, limit_name="")
         cfg = self.config
-        k = cfg.recall.k if k is None else int(k)
-        if k < 1:
-            raise InvalidInput("k", "must be >= 1", k)
+        k = self._k(k)
         now = to_unix((clock or self.clock).now())
         scope = Scope(*self._tenant(agent_id, user_id))
         notes: list[str] = []
@@ -250,6 +249,7 @@ class MemoryStore:
         """The raw-signal table of several queries asked at ``now`` (benchmarks and sweeps score
         it many times). ``query_vectors`` default: embedded here (None if the embedder is out)."""
         cfg = self.config
+        k = self._k(k)
         if isinstance(queries, str) or not isinstance(queries, Sequence):
             raise InvalidInput("queries", "must be a list of query strings", type(queries).__name__)
         queries = [check_text(q, f"queries[{i}]", max_chars=None, limit_name="")
@@ -265,6 +265,20 @@ class MemoryStore:
         return build_features(list(queries), query_vectors=query_vectors,
                               repo=self._store.signals(),
                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
+
+    def _k(self, k: Any) -> int:
+        """The validated k of a call (None: ``recall.k``): a whole number in [1, max k], max k
+        being the largest whose dense pool (``recall.dense_pool_per_k * k``) fits the vector
+        search, which returns at most VECTOR_SEARCH_LIMIT (4096, sqlite-vec's limit) rows."""
+        rc = self.config.recall
+        if rc.use_dense and rc.dense_pool_min > VECTOR_SEARCH_LIMIT:
+            raise ConfigError("recall.dense_pool_min", f"must be <= {VECTOR_SEARCH_LIMIT}, the "
+                              "most rows the vector search returns", rc.dense_pool_min)
+        return check_k(rc.k if k is None else k, field="recall.k" if k is None else "k",
+                       max_k=max_k(rc, VECTOR_SEARCH_LIMIT),
+                       why=f"the dense pool, recall.dense_pool_per_k * k = "
+                           f"{rc.dense_pool_per_k} * k, must fit the vector search's limit of "
+                           f"{VECTOR_SEARCH_LIMIT} rows")
 
     def _embed_query(self, query: str, notes: list[str]) -> np.ndarray | None:
         if self._embedder is None or not self.config.recall.use_dense:

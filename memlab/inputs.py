@@ -1,4 +1,4 @@
-"""Validation of what callers hand to the public API: tenants, memory ids, texts.
+"""Validation of what callers hand to the public API: tenants, memory ids, texts, k.
 
 One validator per kind of value, used by every public call that takes it, so that the same value is
 accepted or refused the same way everywhere. Each raises :class:`~memlab.errors.InvalidInput` naming
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 from typing import Any
 
 from memlab.errors import InvalidInput
@@ -99,3 +100,15 @@ def check_unicode(value: Any, field: str) -> None:
     elif isinstance(value, (list, tuple, set, frozenset)):
         for i, v in enumerate(value):
             check_unicode(v, f"{field}[{i}]")
+
+
+def check_k(k: Any, *, field: str, max_k: int, why: str) -> int:
+    """A number of memories: a whole number in [1, max_k] (``why`` says where max_k comes from).
+    bool is refused, and so is a float with a fractional part (2.9 is not silently 2)."""
+    if isinstance(k, bool) or not (isinstance(k, Integral)
+                                   or (isinstance(k, float) and k.is_integer())):
+        raise InvalidInput(field, "must be a whole number (an int)", k)
+    k = int(k)
+    if not 1 <= k <= max_k:
+        raise InvalidInput(field, f"must be in [1, {max_k}] ({why})", k)
+    return k

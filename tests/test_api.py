@@ -432,3 +432,38 @@ def test_any_stored_string_with_a_lone_surrogate_is_refused_by_name(hstore, fiel
     with pytest.raises(InvalidInput, match=name):
         hstore.add("一条记忆", **fields)
     assert len(hstore) == n
+
+
+# -- k: strict, and bounded by what the vector search can serve (issue 7, defects 10, 11b) ---------
+@pytest.mark.parametrize("k", [True, False, 2.9, 0.5, "3", None.__class__, float("nan")], ids=repr)
+def test_k_refuses_bools_fractions_and_non_numbers(hstore, k):
+    """recall(k=2.9) used to become 2 silently, and k=True 1."""
+    with pytest.raises(InvalidInput, match=r"^k: must be a whole number"):
+        hstore.recall("星露谷物语", k=k)
+    with pytest.raises(InvalidInput, match=r"^k: must be a whole number"):
+        hstore.features(["星露谷物语"], k=k, now=T0)
+
+
+def test_k_accepts_whole_numbers_of_any_type(hstore):
+    ids = hstore.recall("星露谷物语", k=3).ids
+    assert hstore.recall("星露谷物语", k=3.0).ids == hstore.recall("星露谷物语", k=np.int64(3)).ids \
+        == ids
+
+
+def test_the_largest_k_is_the_vector_search_limit_over_the_dense_pool_per_k(hstore):
+    """recall(k=1025) used to report an internal pool size ('in [0, 4096] (got 4100)'). The
+    dense pool is max(dense_pool_min, dense_pool_per_k * k) = 4k and the vector search returns
+    at most 4096 rows, so k <= 4096 // 4 = 1024."""
+    assert len(hstore.recall("星露谷物语", k=1024)) > 0
+    for k in (1025, 0, -3):
+        with pytest.raises(InvalidInput) as e:
+            hstore.recall("星露谷物语", k=k)
+        msg = str(e.value)
+        assert msg.startswith("k: must be in [1, 1024]") and msg.endswith(f"(got {k})")
+        assert "recall.dense_pool_per_k" in msg and "4096" in msg and "4100" not in msg
+    cfg = HCFG.replace(**{"recall.dense_pool_per_k": 8, "recall.k": 600})
+    with memlab.open_store(":memory:", config=cfg) as st:
+        st.add("星露谷物语", importance=0.5)
+        with pytest.raises(InvalidInput, match=r"^recall\.k: must be in \[1, 512\]"):
+            st.recall("星露谷物语")
+        assert len(st.recall("星露谷物语", k=512)) == 1

@@ -96,6 +96,7 @@ def test_config_validate_names_an_out_of_range_value(cli, tmp_path):
     (b"recall:\n  k: 5\n   lexical_floor: 0.3\n", ":3:17': not valid YAML"),
     ("recall:\n  k: 5  # café\n".encode("latin-1"), ":2:14': not UTF-8 text (byte 0xe9"),
     (b"base: bad.yaml\n", "`base:` makes a cycle"),
+    (b"recall:\n  k: true\n", "recall.k"),
 ])
 def test_config_validate_points_at_the_line_and_column(cli, tmp_path, content, expected):
     bad = tmp_path / "bad.yaml"

@@ -216,3 +216,62 @@ def test_setting_a_section_says_it_is_a_section_and_names_a_field():
     assert "unknown" not in msg and "is a section" in msg and "recall.k=" in msg
     with pytest.raises(ConfigError, match="unknown section"):
         MemlabConfig().replace(recal=5)
+
+
+# -- strict types (issue 7, defect 11b) -------------------------------------------------------------
+def _fields_of_type(name):
+    return sorted(r["key"] for r in describe() if r["type"] == name)
+
+
+INT_FIELDS = _fields_of_type("int")
+FLOAT_FIELDS = _fields_of_type("float")
+BOOL_FIELDS = _fields_of_type("bool")
+
+
+def test_the_generic_strictness_tests_see_every_numeric_field():
+    assert "recall.k" in INT_FIELDS and len(INT_FIELDS) > 30 and len(FLOAT_FIELDS) > 60
+    assert "embedding.threads" in _fields_of_type("int | None")
+
+
+@pytest.mark.parametrize("key", INT_FIELDS + _fields_of_type("int | None"))
+@pytest.mark.parametrize("value", [True, False, 2.5, "3"], ids=repr)
+def test_every_int_field_refuses_bools_fractions_and_strings(key, value):
+    """`recall.k: true` in YAML used to be accepted as 1."""
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        MemlabConfig.from_dict({key.split(".")[0]: {key.split(".")[1]: value}})
+
+
+@pytest.mark.parametrize("key", FLOAT_FIELDS)
+def test_every_float_field_refuses_bools_and_accepts_ints(key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        MemlabConfig().replace(**{key: True})
+    default = MemlabConfig().to_flat()[key]
+    whole = float(round(default))
+    try:
+        cfg = MemlabConfig().replace(**{key: int(whole)})
+    except ConfigError:   # the whole number is out of this field's range
+        return
+    got = cfg.to_flat()[key]
+    assert type(got) is float and got == whole
+
+
+@pytest.mark.parametrize("key", BOOL_FIELDS)
+def test_every_bool_field_refuses_numbers(key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        MemlabConfig.from_dict({key.split(".")[0]: {key.split(".")[1]: 1}})
+
+
+def test_yaml_true_for_recall_k_is_refused(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("recall:\n  k: true\n")
+    with pytest.raises(ConfigError, match=r"recall\.k"):
+        MemlabConfig.from_yaml(p)
+    with pytest.raises(ConfigError, match=r"bench\.ks"):
+        MemlabConfig().replace(**{"bench.ks": [1, True]})
+
+
+def test_string_overrides_still_parse_numbers_written_any_way():
+    """--set values are strings; YAML 1.1 reads '1e-05' as a string: still a float here."""
+    cfg = MemlabConfig().replace(**{"fusion.relevance": "1e-01", "recall.k": "12",
+                                    "fuzzy.probability": "5e-2"})
+    assert (cfg.fusion.relevance, cfg.recall.k, cfg.fuzzy.probability) == (0.1, 12, 0.05)

@@ -30,6 +30,12 @@ def pool_sizes(k: int, rc: RecallConfig) -> tuple[int, int, int]:
     return permanent, dense, lexical
 
 
+def max_k(rc: RecallConfig, search_limit: int) -> int:
+    """The largest k whose dense pool (``dense_pool_per_k * k``, :func:`pool_sizes`) fits a vector
+    search that returns at most ``search_limit`` rows."""
+    return search_limit // rc.dense_pool_per_k if rc.dense_pool_per_k else search_limit
+
+
 class DenseIndex(Protocol):
     def search(self, query_vec: np.ndarray, k: int, *, agent_id: str, user_id: str
                ) -> tuple[np.ndarray, np.ndarray]: ...
