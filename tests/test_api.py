@@ -467,3 +467,21 @@ def test_the_largest_k_is_the_vector_search_limit_over_the_dense_pool_per_k(hsto
         with pytest.raises(InvalidInput, match=r"^recall\.k: must be in \[1, 512\]"):
             st.recall("星露谷物语")
         assert len(st.recall("星露谷物语", k=512)) == 1
+
+
+# -- add() returns what was stored (issue 7, defect 11a) --------------------------------------------
+def test_add_returns_the_record_as_stored():
+    """add() used to return embedding_status='pending' and an empty model version while the
+    database said 'ready'."""
+    clock = FixedClock(T0)
+    with memlab.open_store(":memory:", config=HCFG, clock=clock) as st:
+        rec = st.add("用户最喜欢玩星露谷物语", importance=0.9, tags=("game",), meta={"src": "chat"},
+                     emotions={"joy": 40})
+        assert (rec.embedding_status, rec.embedding_model_version) == ("ready", st.embedder.version)
+        assert rec == st.get([rec.id])[0]
+        many = st.add_many([{"text": "用户对咖啡因过敏"}, {"text": "I walk my dog at seven"}])
+        assert many == st.get([r.id for r in many])
+    with memlab.open_store(":memory:", config=HCFG, clock=clock, load_embedder=False) as st:
+        rec = st.add("没有向量的记忆", importance=0.5)
+        assert (rec.embedding_status, rec.embedding_model_version) == ("pending", "")
+        assert rec == st.get([rec.id])[0]

@@ -9,6 +9,7 @@ itself (``"sqlite-vec"``).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
@@ -153,7 +154,8 @@ class Store:
             entities: Sequence[Sequence[str]], vectors: Any = None) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
 
-        Without vectors the records are pending for the embedder's version. Returns the records.
+        Without vectors the records are pending for the embedder's version. Returns the records
+        as stored: with vectors, ``embedding_status='ready'`` and the embedder's version.
         """
         records = list(records)
         arr = None
@@ -169,6 +171,10 @@ class Store:
                 meta = load_meta(self.conn, rowids)
         if arr is not None and self.dense is not None:
             self.dense.applied(rowids, arr, meta, generation=generation)
+        if arr is not None:
+            records = [dataclasses.replace(r, embedding_status="ready",
+                                           embedding_model_version=self.vectors.model_version)
+                       for r in records]
         return records
 
     def embed_cached(self, embedder: _Embedder, texts: Sequence[str], *, query: bool = False
