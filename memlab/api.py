@@ -36,6 +36,7 @@ from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term
 log = logging.getLogger("memlab")
 
 _ID_PREFIX = {"permanent": "pm", "long_term": "lt", "short_term": "st"}
+_NO_QUERY_VECTOR = "lexical recall only: the embedder gives this query no vector"
 
 
 class MemoryStore:
@@ -262,6 +263,9 @@ class MemoryStore:
                 self._degraded(f"lexical recall only: {exc}")
         if not cfg.recall.use_dense:
             query_vectors = None
+        if query_vectors is not None and not np.asarray(query_vectors).any(axis=1).all():
+            # build_features skips the dense route of a query without a vector
+            self._degraded(_NO_QUERY_VECTOR, n=int((~np.asarray(query_vectors).any(axis=1)).sum()))
         return build_features(list(queries), query_vectors=query_vectors,
                               repo=self._store.signals(),
                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
@@ -286,15 +290,19 @@ class MemoryStore:
                 notes.append(self._degraded("lexical recall only: embedder unavailable"))
             return None
         try:
-            return self._embedder.embed_queries([query])
+            qv = self._embedder.embed_queries([query])
         except EmbeddingUnavailable as exc:
             notes.append(self._degraded(f"lexical recall only: {exc}"))
             return None
+        if not np.asarray(qv).any():
+            notes.append(self._degraded(_NO_QUERY_VECTOR))
+            return None
+        return qv
 
-    def _degraded(self, what: str) -> str:
-        """Log a documented degradation once per kind and count every occurrence."""
-        self.stats[f"degraded: {what}"] += 1
-        if self.stats[f"degraded: {what}"] == 1:
+    def _degraded(self, what: str, *, n: int = 1) -> str:
+        """Log a documented degradation once per kind and count every occurrence (``n`` here)."""
+        self.stats[f"degraded: {what}"] += n
+        if self.stats[f"degraded: {what}"] == n:
             log.warning("memlab degraded: %s%s", what,
                         f" ({self._embedder_error})" if self._embedder_error else "")
         return what

@@ -485,3 +485,59 @@ def test_add_returns_the_record_as_stored():
         rec = st.add("没有向量的记忆", importance=0.5)
         assert (rec.embedding_status, rec.embedding_model_version) == ("pending", "")
         assert rec == st.get([rec.id])[0]
+
+
+# -- texts an embedder gives no vector (issue 7, defect 11c) ----------------------------------------
+NO_TERMS = ["🙂🙂🐱", "مرحبا بالعالم", "！？……", "...!!!"]   # no zh 2/3-gram, no en token
+
+
+class _ConstantEmbedder(HashingEmbedder):
+    """Another model version that gives every text a (non-zero) vector."""
+
+    def __init__(self):
+        super().__init__()
+        self.version = "constant-v1"
+
+    def _many(self, texts):
+        out = np.zeros((len(list(texts)), self.dim), np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+def test_a_memory_the_embedder_gives_no_vector_is_stored_lexical_only():
+    """With the hashing embedder a memory of only emoji, Arabic or punctuation raised 'vector
+    must not be all zeros'. It is now stored with embedding_status 'none' for that embedder's
+    version: no vector, not pending (embed_pending does not retry it forever)."""
+    clock = FixedClock(T0)
+    with memlab.open_store(":memory:", config=HCFG, clock=clock) as st:
+        version = st.embedder.version
+        recs = st.add_many([{"text": "用户最喜欢玩星露谷物语"}] + [{"text": t} for t in NO_TERMS])
+        assert [r.embedding_status for r in recs] == ["ready"] + ["none"] * len(NO_TERMS)
+        assert {r.embedding_model_version for r in recs} == {version}
+        assert recs == st.get([r.id for r in recs])
+        assert st.embed_pending() == 0
+        assert st.recall("星露谷物语", k=5).texts == ["用户最喜欢玩星露谷物语"]
+        assert st.rebuild_vectors() == 1 and st.embed_pending() == 0
+
+
+def test_a_no_vector_memory_is_pending_for_another_embedder(tmp_path):
+    path = tmp_path / "m.sqlite"
+    clock = FixedClock(T0)
+    with memlab.open_store(path, config=HCFG, clock=clock) as st:
+        ids = [r.id for r in st.add_many([{"text": t} for t in NO_TERMS])]
+    with memlab.open_store(path, config=HCFG, clock=clock, embedder=_ConstantEmbedder()) as st:
+        assert st.embed_pending() == len(NO_TERMS)
+        assert {r.embedding_status for r in st.get(ids)} == {"ready"}
+
+
+def test_a_query_the_embedder_gives_no_vector_is_recalled_lexically_and_noted(hstore):
+    """The same query used to raise InvalidInput('vector ... non-zero')."""
+    hstore.add("！？……", importance=0.5)
+    res = hstore.recall("🙂🙂", k=3)
+    assert any("no vector" in n for n in res.notes) and len(res) == 0
+    assert hstore.stats["degraded: lexical recall only: the embedder gives this query no vector"] \
+        == 1
+    feats = hstore.features(["星露谷物语", "🙂🙂", "咖啡因"], k=3, now=T0)
+    table = feats.table
+    assert set(table["qid"]) == {0, 2}
+    assert np.isfinite(table.loc[table["qid"] == 0, "cosine"]).any()

