@@ -37,6 +37,8 @@ log = logging.getLogger("memlab")
 
 _ID_PREFIX = {"permanent": "pm", "long_term": "lt", "short_term": "st"}
 _NO_QUERY_VECTOR = "lexical recall only: the embedder gives this query no vector"
+#: The ``MemoryStore.stats`` key counting texts the embedder cut to ``embedding.max_tokens``.
+TRUNCATED = "truncated: texts cut to embedding.max_tokens"
 
 
 class MemoryStore:
@@ -189,7 +191,7 @@ class MemoryStore:
             self._degraded("documents stored without vectors (pending)")
             return None
         try:
-            return self._store.embed_cached(self._embedder, texts, query=False)
+            return self._embed(self._store.embed_cached, self._embedder, texts, query=False)
         except EmbeddingUnavailable as exc:
             self._degraded(f"embedding failed ({exc}); documents stored as pending")
             return None
@@ -198,13 +200,13 @@ class MemoryStore:
         """Embed records whose vector is missing (after the embedder comes back). Returns count."""
         if self._embedder is None:
             raise EmbeddingUnavailable(self._embedder_error or "no embedder")
-        return self._store.embed_pending(self._embedder, batch=batch)
+        return self._embed(self._store.embed_pending, self._embedder, batch=batch)
 
     def rebuild_vectors(self) -> int:
         """Drop the vector cache and rebuild it from the truth (texts via the embedding cache)."""
         if self._embedder is None:
             raise EmbeddingUnavailable(self._embedder_error or "no embedder")
-        return self._store.rebuild_vectors(self._embedder)
+        return self._embed(self._store.rebuild_vectors, self._embedder)
 
     # -- read --------------------------------------------------------------------------------
     def warm(self) -> None:
@@ -218,7 +220,8 @@ class MemoryStore:
     def recall(self, query: str, *, k: int | None = None, clock: Clock | None = None,
                agent_id: str | None = None, user_id: str | None = None) -> RecallResult:
         """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``."""
-        query = check_text(query, "query", max_chars=None, limit_name="")
+        query = check_text(query, "query", max_chars=self.config.recall.max_query_chars,
+                           limit_name="recall.max_query_chars")
         cfg = self.config
         k = self._k(k)
         now = to_unix((clock or self.clock).now())
@@ -253,12 +256,12 @@ class MemoryStore:
         k = self._k(k)
         if isinstance(queries, str) or not isinstance(queries, Sequence):
             raise InvalidInput("queries", "must be a list of query strings", type(queries).__name__)
-        queries = [check_text(q, f"queries[{i}]", max_chars=None, limit_name="")
-                   for i, q in enumerate(queries)]
+        queries = [check_text(q, f"queries[{i}]", max_chars=cfg.recall.max_query_chars,
+                              limit_name="recall.max_query_chars") for i, q in enumerate(queries)]
         scope = Scope(*self._tenant(agent_id, user_id))
         if query_vectors is None and self._embedder is not None and cfg.recall.use_dense:
             try:
-                query_vectors = self._embedder.embed_queries(list(queries))
+                query_vectors = self._embed(self._embedder.embed_queries, queries)
             except EmbeddingUnavailable as exc:
                 self._degraded(f"lexical recall only: {exc}")
         if not cfg.recall.use_dense:
@@ -290,7 +293,7 @@ class MemoryStore:
                 notes.append(self._degraded("lexical recall only: embedder unavailable"))
             return None
         try:
-            qv = self._embedder.embed_queries([query])
+            qv = self._embed(self._embedder.embed_queries, [query])
         except EmbeddingUnavailable as exc:
             notes.append(self._degraded(f"lexical recall only: {exc}"))
             return None
@@ -298,6 +301,17 @@ class MemoryStore:
             notes.append(self._degraded(_NO_QUERY_VECTOR))
             return None
         return qv
+
+    def _embed(self, fn, *args: Any, **kwargs: Any) -> Any:
+        """Call the embedder (directly or through the store's cache); count the texts it cut to
+        ``embedding.max_tokens`` (the embedder logs the first) in ``stats``."""
+        before = getattr(self._embedder, "truncated", 0)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cut = getattr(self._embedder, "truncated", 0) - before
+            if cut:
+                self.stats[TRUNCATED] += cut
 
     def _degraded(self, what: str, *, n: int = 1) -> str:
         """Log a documented degradation once per kind and count every occurrence (``n`` here)."""

