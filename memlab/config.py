@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from memlab.errors import ConfigError
 
@@ -37,8 +38,8 @@ def _f(default: Any, description: str, *, stage: str = "score", spec: str | None
 
     Number and bool fields are strict (pydantic ``strict``; ``strict=True`` for one whose default
     is None): an int field refuses a bool, a float and a string ("3"); a float field accepts an
-    int but refuses a bool; a bool field refuses 0/1. A tuple field takes a list (YAML) and is
-    strict in its items' type (``StrictInt``)."""
+    int but refuses a bool; a bool field refuses 0/1. A tuple field takes a list (YAML); bench.ks
+    checks its items the same way."""
     extra = {"stage": stage}
     if spec:
         extra["spec"] = spec
@@ -467,7 +468,7 @@ class BenchConfig(_Section):
         "{date}, {session_id}. It matters (DESIGN.md: 0.25 vs 0.53 recall@10 on LoCoMo).",
         stage="ingest")
     k: int = _f(10, "Memories retrieved per question.", ge=1, le=10_000, stage="candidates")
-    ks: tuple[StrictInt, ...] = _f((1, 3, 5, 10, 20), "Cut-offs of the metrics.")
+    ks: tuple[int, ...] = _f((1, 3, 5, 10, 20), "Cut-offs of the metrics.")
     importance_policy: Literal["meta", "scored", "constant"] = _f(
         "meta", "Importance of replayed items: the item's meta (else constant), memlab's "
         "importance scorer, or constant.", stage="ingest")
@@ -478,6 +479,17 @@ class BenchConfig(_Section):
         "threshold, or all in one layer.", stage="ingest")
     cache_dir: str = _f(".cache/memlab", "Folder of the persistent embedding cache of benchmarks "
                         "(a second run never re-embeds).", stage="runtime")
+
+    @field_validator("ks", mode="before")
+    @classmethod
+    def _whole_cut_offs(cls, v: Any) -> Any:
+        """Strict items, as the scalar int fields (a tuple field cannot be pydantic-strict: YAML
+        gives a list)."""
+        if isinstance(v, (list, tuple)) and any(isinstance(x, bool) or not isinstance(x, int)
+                                                for x in v):
+            raise ValueError("must be a list of whole numbers (ints), not bools, fractions or "
+                             "strings")
+        return v
 
 
 class MemlabConfig(_Section):
