@@ -164,16 +164,6 @@ def test_recall_on_a_missing_store_exits_2_and_creates_nothing(cli, tmp_path, ha
     assert not store.exists()
 
 
-def test_add_with_a_bad_importance_exits_2_and_stores_nothing(cli, tmp_path, hashing_yaml):
-    store = tmp_path / "mem.db"
-    assert cli("add", store, "first memory", "--config", hashing_yaml).exit_code == 0
-    res = cli("add", store, "second memory", "--importance", "1.5", "--config", hashing_yaml)
-    assert res.exit_code == 2
-    assert "importance" in res.stderr and "1.5" in res.stderr
-    listed = cli("recall", store, "memory", "--config", hashing_yaml)
-    assert "first memory" in listed.stdout and "second memory" not in listed.stdout
-
-
 def test_add_and_recall_of_undecodable_text_exit_2_without_a_traceback(cli, tmp_path,
                                                                        hashing_yaml):
     """An argument that was not valid UTF-8 reaches Python as lone surrogates
@@ -184,6 +174,16 @@ def test_add_and_recall_of_undecodable_text_exit_2_without_a_traceback(cli, tmp_
         res = cli(*args, "--config", hashing_yaml)
         assert res.exit_code == 2 and "lone surrogate U+DCFF at position 4" in res.stderr
     assert "first memory" in cli("recall", store, "memory", "--config", hashing_yaml).stdout
+
+
+def test_add_with_a_bad_importance_exits_2_and_stores_nothing(cli, tmp_path, hashing_yaml):
+    store = tmp_path / "mem.db"
+    assert cli("add", store, "first memory", "--config", hashing_yaml).exit_code == 0
+    res = cli("add", store, "second memory", "--importance", "1.5", "--config", hashing_yaml)
+    assert res.exit_code == 2
+    assert "importance" in res.stderr and "1.5" in res.stderr
+    listed = cli("recall", store, "memory", "--config", hashing_yaml)
+    assert "first memory" in listed.stdout and "second memory" not in listed.stdout
 
 
 # ----------------------------------------------------------------------------- bench
