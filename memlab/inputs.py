@@ -48,7 +48,7 @@ def check_text(text: Any, field: str, *, max_chars: int | None, limit_name: str)
         raise InvalidInput(field, "must be a non-empty string", text)
     if max_chars is not None and len(text) > max_chars:
         raise InvalidInput(field, f"longer than {limit_name} ({max_chars} characters)",
-                           f"{len(text)} characters")
+                           len(text))
     m = _TEXT_CONTROL.search(text)
     if m:
         raise _refuse_char(field, text, m, "texts may hold no control character but tab, "
