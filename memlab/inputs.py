@@ -47,8 +47,7 @@ def check_text(text: Any, field: str, *, max_chars: int | None, limit_name: str)
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput(field, "must be a non-empty string", text)
     if max_chars is not None and len(text) > max_chars:
-        raise InvalidInput(field, f"longer than {limit_name} ({max_chars} characters)",
-                           len(text))
+        raise InvalidInput(field, f"longer than {limit_name} ({max_chars})", len(text))
     m = _TEXT_CONTROL.search(text)
     if m:
         raise _refuse_char(field, text, m, "texts may hold no control character but tab, "

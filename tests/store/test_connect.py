@@ -170,12 +170,13 @@ def test_migration_3_admits_embedding_status_none_and_keeps_every_row(tmp_path):
     add(repo, [rec("a"), rec("b")])
     rows = lambda: [t for t in dump(conn)[1:] if t[0] != "schema_migrations"]  # noqa: E731
     before = rows()
-    with pytest.raises(driver().IntegrityError):
+    refused = (driver().IntegrityError, StoreError)   # StoreError where driver errors are mapped
+    with pytest.raises(refused, match="CHECK constraint failed"):
         conn.execute("UPDATE memory_records SET embedding_status = 'none' WHERE id = 'a'")
     assert migrate(conn) == LATEST >= 3
     assert rows() == before
     conn.execute("UPDATE memory_records SET embedding_status = 'none' WHERE id = 'a'")
-    with pytest.raises(driver().IntegrityError):
+    with pytest.raises(refused, match="CHECK constraint failed"):
         conn.execute("UPDATE memory_records SET embedding_status = 'bogus' WHERE id = 'b'")
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     conn.close()
