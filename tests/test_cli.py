@@ -92,6 +92,26 @@ def test_config_validate_names_an_out_of_range_value(cli, tmp_path):
     assert "recall.relevance_floor" in res.stderr and "3.0" in res.stderr
 
 
+@pytest.mark.parametrize("content, expected", [
+    (b"recall:\n  k: 5\n   lexical_floor: 0.3\n", ":3:17': not valid YAML"),
+    ("recall:\n  k: 5  # café\n".encode("latin-1"), ":2:14': not UTF-8 text (byte 0xe9"),
+    (b"base: bad.yaml\n", "`base:` makes a cycle"),
+    (b"recall:\n  k: true\n", "recall.k"),
+])
+def test_config_validate_points_at_the_line_and_column(cli, tmp_path, content, expected):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    res = cli("config", "validate", bad)
+    assert res.exit_code == 2 and expected in res.stderr and "Traceback" not in res.output
+
+
+def test_set_of_a_section_names_a_field_to_set(cli, tmp_path, hashing_yaml):
+    res = cli("add", tmp_path / "m.db", "x", "--config", hashing_yaml, "--set", "recall=5")
+    assert res.exit_code == 2
+    assert "'recall' is a section, not a field" in res.stderr and "recall.k=8" in res.stderr
+    assert not (tmp_path / "m.db").exists()
+
+
 # ----------------------------------------------------------------------------- add and recall
 
 def _explain_rows(stdout: str) -> tuple[list[str], list[list[str]]]:
@@ -142,6 +162,18 @@ def test_recall_on_a_missing_store_exits_2_and_creates_nothing(cli, tmp_path, ha
     assert res.exit_code == 2
     assert str(store) in res.stderr and "no such store" in res.stderr
     assert not store.exists()
+
+
+def test_add_and_recall_of_undecodable_text_exit_2_without_a_traceback(cli, tmp_path,
+                                                                       hashing_yaml):
+    """An argument that was not valid UTF-8 reaches Python as lone surrogates
+    (surrogateescape): it used to end in a UnicodeEncodeError traceback."""
+    store = tmp_path / "mem.db"
+    assert cli("add", store, "first memory", "--config", hashing_yaml).exit_code == 0
+    for args in (("add", store, "bad \udcff memory"), ("recall", store, "bad \udcff memory")):
+        res = cli(*args, "--config", hashing_yaml)
+        assert res.exit_code == 2 and "lone surrogate U+DCFF at position 4" in res.stderr
+    assert "first memory" in cli("recall", store, "memory", "--config", hashing_yaml).stdout
 
 
 def test_add_with_a_bad_importance_exits_2_and_stores_nothing(cli, tmp_path, hashing_yaml):

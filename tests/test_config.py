@@ -156,3 +156,122 @@ def test_unit_interval_fields_round_trip(key, value):
         return
     assert MemlabConfig.from_flat(cfg.to_flat()) == cfg
     assert cfg.to_flat()[key] == value
+
+
+# -- files that are not config, and messages that point at the problem (issue 7, defects 6, 10) --
+def test_a_non_utf8_config_file_is_a_config_error_naming_the_file_and_the_byte(tmp_path):
+    """It used to raise a raw UnicodeDecodeError."""
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes("recall:\n  k: 5  # café\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as e:
+        MemlabConfig.from_yaml(p)
+    assert str(p) in str(e.value) and "UTF-8" in str(e.value) and "0xe9" in str(e.value)
+
+
+@pytest.mark.parametrize("files", [
+    {"self.yaml": "base: self.yaml\nrecall:\n  k: 3\n"},
+    {"a.yaml": "base: b.yaml\n", "b.yaml": "base: a.yaml\nrecall:\n  k: 3\n"},
+    {"a.yaml": "base: sub/b.yaml\n", "sub/b.yaml": "base: ../a.yaml\n"},
+])
+def test_a_base_cycle_is_a_config_error_naming_the_chain(tmp_path, files):
+    """`base:` naming the file itself, or a -> b -> a, used to raise RecursionError."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    first = next(iter(files))
+    with pytest.raises(ConfigError, match="cycle") as e:
+        MemlabConfig.from_yaml(tmp_path / first)
+    chain = str(e.value)
+    assert chain.count(first.split("/")[-1]) >= 2   # starts and ends with the same file
+
+
+def test_a_shared_base_is_not_a_cycle(tmp_path):
+    (tmp_path / "root.yaml").write_text("recall:\n  k: 3\n")
+    (tmp_path / "mid.yaml").write_text("base: root.yaml\nfusion:\n  lexical: 0.5\n")
+    (tmp_path / "top.yaml").write_text("base: mid.yaml\nfusion:\n  relevance: 0.4\n")
+    cfg = MemlabConfig.from_yaml(tmp_path / "top.yaml")
+    assert (cfg.recall.k, cfg.fusion.lexical, cfg.fusion.relevance) == (3, 0.5, 0.4)
+
+
+@pytest.mark.parametrize("text,line,column", [
+    ("recall:\n  k: 5\n   lexical_floor: 0.3\n", 3, 17),     # bad indentation
+    ("recall: {k: 5\nfusion:\n  relevance: 0.5\n", 2, 7),      # unclosed flow mapping
+    ("recall:\n  k: [1, 2\n", 3, 1),                            # unclosed list
+    ("fusion:\n\trelevance: 0.5\n", 2, 1),                      # a tab
+])
+def test_a_yaml_syntax_error_gives_file_line_and_column(tmp_path, text, line, column):
+    """YAML errors used to give no line or column."""
+    p = tmp_path / "broken.yaml"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        MemlabConfig.from_yaml(p)
+    assert f"{p}:{line}:{column}" in str(e.value) and "not valid YAML" in str(e.value)
+
+
+def test_setting_a_section_says_it_is_a_section_and_names_a_field():
+    """`--set recall=5` used to say 'unknown section' for a section that exists."""
+    with pytest.raises(ConfigError) as e:
+        MemlabConfig().replace(recall=5)
+    msg = str(e.value)
+    assert "unknown" not in msg and "is a section" in msg and "recall.k=" in msg
+    with pytest.raises(ConfigError, match="unknown section"):
+        MemlabConfig().replace(recal=5)
+
+
+# -- strict types (issue 7, defect 11b) -------------------------------------------------------------
+def _fields_of_type(name):
+    return sorted(r["key"] for r in describe() if r["type"] == name)
+
+
+INT_FIELDS = _fields_of_type("int")
+FLOAT_FIELDS = _fields_of_type("float")
+BOOL_FIELDS = _fields_of_type("bool")
+
+
+def test_the_generic_strictness_tests_see_every_numeric_field():
+    assert "recall.k" in INT_FIELDS and len(INT_FIELDS) > 30 and len(FLOAT_FIELDS) > 60
+    assert "embedding.threads" in _fields_of_type("int | None")
+
+
+@pytest.mark.parametrize("key", INT_FIELDS + _fields_of_type("int | None"))
+@pytest.mark.parametrize("value", [True, False, 2.5, "3"], ids=repr)
+def test_every_int_field_refuses_bools_fractions_and_strings(key, value):
+    """`recall.k: true` in YAML used to be accepted as 1."""
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        MemlabConfig.from_dict({key.split(".")[0]: {key.split(".")[1]: value}})
+
+
+@pytest.mark.parametrize("key", FLOAT_FIELDS)
+def test_every_float_field_refuses_bools_and_accepts_ints(key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        MemlabConfig().replace(**{key: True})
+    default = MemlabConfig().to_flat()[key]
+    whole = float(round(default))
+    try:
+        cfg = MemlabConfig().replace(**{key: int(whole)})
+    except ConfigError:   # the whole number is out of this field's range
+        return
+    got = cfg.to_flat()[key]
+    assert type(got) is float and got == whole
+
+
+@pytest.mark.parametrize("key", BOOL_FIELDS)
+def test_every_bool_field_refuses_numbers(key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        MemlabConfig.from_dict({key.split(".")[0]: {key.split(".")[1]: 1}})
+
+
+def test_yaml_true_for_recall_k_is_refused(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("recall:\n  k: true\n")
+    with pytest.raises(ConfigError, match=r"recall\.k"):
+        MemlabConfig.from_yaml(p)
+    with pytest.raises(ConfigError, match=r"bench\.ks"):
+        MemlabConfig().replace(**{"bench.ks": [1, True]})
+
+
+def test_string_overrides_still_parse_numbers_written_any_way():
+    """--set values are strings; YAML 1.1 reads '1e-05' as a string: still a float here."""
+    cfg = MemlabConfig().replace(**{"fusion.relevance": "1e-01", "recall.k": "12",
+                                    "fuzzy.probability": "5e-2"})
+    assert (cfg.fusion.relevance, cfg.recall.k, cfg.fuzzy.probability) == (0.1, 12, 0.05)

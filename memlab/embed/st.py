@@ -2,6 +2,12 @@
 bge-m3 or bge-small-zh from a local folder). Never downloads: ``local_files_only=True``.
 
 BGE models want the §7.1 instruction before queries (documents get none).
+
+Long texts: a text (with its instruction) is cut to ``embedding.max_tokens`` tokens as the model's
+tokenizer counts them, logged once and counted (``truncated``). Default: the model's own
+``max_seq_length`` (what sentence-transformers truncates to anyway: 256 for all-MiniLM-L6-v2), so
+the default ``version`` is unchanged; an explicit max_tokens (at most the model's positions) is
+part of the version (``-t<n>``).
 """
 
 from __future__ import annotations
@@ -13,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from memlab.embed.base import check_texts, normalise
-from memlab.errors import EmbeddingUnavailable
+from memlab.embed.base import TokenBudget, check_texts, normalise
+from memlab.errors import ConfigError, EmbeddingUnavailable
 
 
 def resolve_model_path(model_path: str) -> Path:
@@ -46,7 +52,8 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, *, model_path: str, query_instruction: str | None = None,
                  bge_query_instruction: str = "为这个句子生成表示以用于检索相关文章：",
-                 batch_size: int = 64, device: str | None = None) -> None:
+                 batch_size: int = 64, device: str | None = None,
+                 max_tokens: int | None = None) -> None:
         folder = resolve_model_path(model_path)
         try:
             from sentence_transformers import SentenceTransformer
@@ -65,9 +72,30 @@ class SentenceTransformerEmbedder:
         self.instruction = query_instruction_for(model_path, query_instruction,
                                                  bge_query_instruction)
         self.batch_size = int(batch_size)
-        self.version = f"st-{folder.name if folder.name != 'model' else folder.parent.name}-d{self.dim}"
+        name = folder.name if folder.name != "model" else folder.parent.name
+        suffix = ""
+        if max_tokens is None:
+            self.max_tokens = int(self._model.max_seq_length)
+        else:
+            limit = _positions(self._model)
+            if limit is not None and max_tokens > limit:
+                raise ConfigError("embedding.max_tokens", f"at most {limit} for {name} (the "
+                                  "model's position embeddings)", max_tokens)
+            self.max_tokens = int(max_tokens)
+            self._model.max_seq_length = self.max_tokens
+            suffix = f"-t{self.max_tokens}"
+        tok = self._model.tokenizer
+        self._budget = TokenBudget(f"sentence-transformers {name}", self.max_tokens, lambda t, _: len(
+            tok(t, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]))
+        self.version = f"st-{name}-d{self.dim}{suffix}"
 
-    def _run(self, texts: list[str]) -> np.ndarray:
+    @property
+    def truncated(self) -> int:
+        """Texts cut to ``max_tokens`` so far."""
+        return self._budget.truncated
+
+    def _run(self, texts: list[str], is_query: bool = False) -> np.ndarray:
+        texts = self._budget.fit(texts, is_query)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         out = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
@@ -80,4 +108,15 @@ class SentenceTransformerEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         texts = check_texts(texts)
         ins = self.instruction
-        return self._run([t if not ins or t.startswith(ins) else ins + t for t in texts])
+        return self._run([t if not ins or t.startswith(ins) else ins + t for t in texts], True)
+
+
+def _positions(model) -> int | None:
+    """Tokens the model's position embeddings allow (RoBERTa-like models lose pad_token_id + 1)."""
+    config = getattr(getattr(model[0], "auto_model", None), "config", None)
+    n = getattr(config, "max_position_embeddings", None)
+    if n is None:
+        return None
+    if "roberta" in str(getattr(config, "model_type", "")) and config.pad_token_id is not None:
+        n -= int(config.pad_token_id) + 1
+    return int(n)

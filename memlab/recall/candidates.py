@@ -30,6 +30,12 @@ def pool_sizes(k: int, rc: RecallConfig) -> tuple[int, int, int]:
     return permanent, dense, lexical
 
 
+def max_k(rc: RecallConfig, search_limit: int) -> int:
+    """The largest k whose dense pool (``dense_pool_per_k * k``, :func:`pool_sizes`) fits a vector
+    search that returns at most ``search_limit`` rows."""
+    return search_limit // rc.dense_pool_per_k if rc.dense_pool_per_k else search_limit
+
+
 class DenseIndex(Protocol):
     def search(self, query_vec: np.ndarray, k: int, *, agent_id: str, user_id: str
                ) -> tuple[np.ndarray, np.ndarray]: ...
@@ -128,10 +134,13 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
     the in-process :class:`~memlab.store.memindex.MemoryIndex` (``Store.signals()``). Routes run
     per query; the stored signals of the union of their candidates are fetched once for the
     batch. ``query_vectors`` is None when the embedder is unavailable: the dense route is skipped
-    and cosine is NaN (a documented degradation; the caller logs and counts it).
+    and cosine is NaN (a documented degradation; the caller logs and counts it). So is a query's
+    all-zero row (the embedder gives that query no vector, e.g. hashing on emoji only).
     """
     pools = pool_sizes(k, cfg.recall)
-    found = [_routes(q, None if query_vectors is None else query_vectors[qi], repo=repo,
+    has_qv = np.zeros(len(queries), bool) if query_vectors is None else \
+        np.asarray(query_vectors).any(axis=1)
+    found = [_routes(q, query_vectors[qi] if has_qv[qi] else None, repo=repo,
                      dense=dense, scope=scope, now=now, pools=pools, cfg=cfg)
              for qi, q in enumerate(queries)]
     all_rows, loc = _first_found([f.rows for f in found])
@@ -162,7 +171,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
             continue
         cosine = np.full(len(idx), np.nan, dtype=np.float32)
         vp = vec_pos[idx]
-        if len(vecs) and (vp >= 0).any():
+        if len(vecs) and (vp >= 0).any() and has_qv[qi]:
             cosine[vp >= 0] = vecs[vp[vp >= 0]] @ np.asarray(query_vectors[qi], dtype=np.float32)
         parts["qid"].append(np.full(len(idx), qi))
         parts["idx"].append(idx)

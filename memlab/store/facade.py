@@ -160,23 +160,49 @@ class Store:
             entities: Sequence[Sequence[str]], vectors: Any = None) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
 
-        Without vectors the records are pending for the embedder's version. Returns the records.
+        Without vectors the records are pending for the embedder's version. An all-zero vector
+        means the embedder gives that text none: the record is stored with embedding_status
+        'none' (lexical routes only). Returns the records as stored (status and model version).
         """
         records = list(records)
-        arr = None
-        if vectors is not None:
-            if self.vectors is None:
-                raise InvalidInput("vectors", "given, but the store has no embedder (its version "
-                                   "names the vector table)", "vectors without embedder")
-            arr = self.vectors.check_vectors(vectors, len(records))
+        if vectors is None:
+            self.repo.add(records, terms=terms, entities=entities)
+            return records
+        if self.vectors is None:
+            raise InvalidInput("vectors", "given, but the store has no embedder (its version "
+                               "names the vector table)", "vectors without embedder")
+        none, arr = self._split_empty(vectors, len(records))
         with transaction(self.conn):
             rowids = self.repo.add(records, terms=terms, entities=entities)
-            if arr is not None:
-                generation = self.repo.put_vectors(self.vectors, rowids, arr)
-                meta = load_meta(self.conn, rowids)
-        if arr is not None and self.dense is not None:
-            self.dense.applied(rowids, arr, meta, generation=generation)
-        return records
+            applied = self._put(rowids, none, arr)
+        self._applied(*applied)
+        version = self.vectors.model_version
+        return [dataclasses.replace(r, embedding_status="none" if empty else "ready",
+                                    embedding_model_version=version)
+                for r, empty in zip(records, none)]
+
+    def _split_empty(self, vectors: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(mask of the all-zero rows: the embedder gives those texts no vector, the other rows
+        checked by the vector table)."""
+        arr = np.asarray(vectors, dtype=np.float32)
+        none = np.zeros(n, bool)
+        if arr.ndim == 2 and arr.shape[0] == n:
+            none = ~arr.any(axis=1)
+        return none, self.vectors.check_vectors(arr[~none], int((~none).sum()))
+
+    def _put(self, rowids: Sequence[int], none: np.ndarray, arr: np.ndarray) -> tuple:
+        """Inside a transaction: the vectors of the rows that have one, the 'none' mark of the
+        others; returns what :meth:`_applied` tells the dense index after the commit."""
+        rows = [r for r, e in zip(rowids, none) if not e]
+        self.repo.mark_no_vector([r for r, e in zip(rowids, none) if e], self.vectors.model_version)
+        if not rows:
+            return (), None, (), -1
+        generation = self.repo.put_vectors(self.vectors, rows, arr)
+        return rows, arr, load_meta(self.conn, rows), generation
+
+    def _applied(self, rows: Sequence[int], arr: Any, meta: Sequence[Any], generation: int) -> None:
+        if len(rows) and self.dense is not None:
+            self.dense.applied(rows, arr, meta, generation=generation)
 
     def embed_cached(self, embedder: _Embedder, texts: Sequence[str], *, query: bool = False
                      ) -> np.ndarray:
@@ -188,7 +214,8 @@ class Store:
         return out if len(out) else np.zeros((0, int(embedder.dim)), np.float32)
 
     def embed_pending(self, embedder: _Embedder, *, batch: int = 256) -> int:
-        """Embed (through the cache) and store the vectors of every pending memory; the count."""
+        """Embed (through the cache) and store the vectors of every pending memory; the count
+        (memories given an all-zero vector are marked 'none' and counted too)."""
         self._check_embedder(embedder)
         done = 0
         while True:
@@ -197,11 +224,10 @@ class Store:
                 self._restored = True
                 return done
             texts = [r.text for r in self.repo.get_rows(rowids)]
-            vecs = self.embed_cached(embedder, texts)
+            none, vecs = self._split_empty(self.embed_cached(embedder, texts), len(rowids))
             with transaction(self.conn):
-                generation = self.repo.put_vectors(self.vectors, rowids, vecs)
-                meta = load_meta(self.conn, rowids)
-            self.dense.applied(rowids, vecs, meta, generation=generation)
+                applied = self._put(rowids, none, vecs)
+            self._applied(*applied)
             done += len(rowids)
 
     def rebuild_vectors(self, embedder: _Embedder) -> int:

@@ -58,11 +58,13 @@ class VectorState:
     vectors: int
     lost: int = 0
     problem: str = ""
+    no_vector: int = 0
 
     @property
     def pending(self) -> int:
-        """Memories with no vector under this model yet (recall ranks them lexically)."""
-        return max(self.records - self.embedded, 0)
+        """Memories with no vector under this model yet (recall ranks them lexically); not those
+        the model gives no vector (``no_vector``: embedding_status 'none')."""
+        return max(self.records - self.embedded - self.no_vector, 0)
 
     @property
     def ok(self) -> bool:
@@ -126,6 +128,13 @@ def vector_count(conn: Connection, table: str) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {_rowid_source(conn, table)}").fetchone()[0])
 
 
+def no_vector_count(conn: Connection, model_version: str) -> int:
+    """Memories ``model_version`` gives no vector (embedding_status 'none': lexical only, not
+    pending for it)."""
+    return int(conn.execute("SELECT count(*) FROM memory_records WHERE embedding_status = 'none' "
+                            "AND embedding_model_version = ?", (model_version,)).fetchone()[0])
+
+
 def embedded_count(conn: Connection, model_version: str) -> int:
     """Memories marked embedded under ``model_version``."""
     return int(conn.execute("SELECT count(*) FROM memory_embeddings WHERE model_version = ?",
@@ -156,7 +165,8 @@ def measure_vectors(conn: Connection, cache: VectorCache) -> VectorState:
     """The counts of :class:`VectorState` (no repair, no problem recorded)."""
     records = int(conn.execute("SELECT count(*) FROM memory_records").fetchone()[0])
     return VectorState(cache.model_version, cache.table, records,
-                       embedded_count(conn, cache.model_version), vector_count(conn, cache.table))
+                       embedded_count(conn, cache.model_version), vector_count(conn, cache.table),
+                       no_vector=no_vector_count(conn, cache.model_version))
 
 
 def _problem(conn: Connection, cache: VectorCache, state: VectorState) -> str:
@@ -375,7 +385,8 @@ def _check_vectors(conn: Connection, report: StoreReport, n_records: int) -> Non
             "c.text_hash = e.text_hash)", (model,)).fetchone()[0])
         row = {"model_version": model, "table": table, "registered": model in registry,
                "table_exists": exists, "vectors": vector_count(conn, table),
-               "embedded": embedded, "pending": max(n_records - embedded, 0),
+               "embedded": embedded, "no_vector": no_vector_count(conn, model),
+               "pending": max(n_records - embedded - no_vector_count(conn, model), 0),
                "missing_vectors": missing, "orphan_vectors": orphans,
                "not_in_embedding_cache": uncached}
         report.vectors.append(row)

@@ -31,6 +31,10 @@ insert, delete and update (of a column recall reads) of ``memory_records``: the 
 changes, each changed rowid is logged with the generation of its last change. The in-process
 :class:`~memlab.store.memindex.MemoryIndex` re-reads only the rows logged since its own generation,
 whichever process or code path wrote them. One log row per memory (``INSERT OR REPLACE``).
+
+Version 3: ``memory_records.embedding_status`` may also be ``'none'``: the embedder named by
+``embedding_model_version`` gives the text no vector (the hashing embedder on a text without
+terms); such a memory is searched lexically and is not pending for that version.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from .connect import Connection, db_path, transaction
 def _in(values: Sequence[str]) -> str:
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
+
+_V1_EMBEDDING_STATUSES = "('pending', 'ready')"   # as released; 'none' came with version 3
 
 _V1: tuple[str, ...] = (
     """CREATE TABLE schema_migrations (
@@ -77,7 +83,7 @@ _V1: tuple[str, ...] = (
         keywords_json TEXT NOT NULL DEFAULT '[]',
         entities_json TEXT NOT NULL DEFAULT '[]',
         embedding_model_version TEXT NOT NULL DEFAULT '',
-        embedding_status TEXT NOT NULL CHECK (embedding_status IN {_in(EMBEDDING_STATUSES)}),
+        embedding_status TEXT NOT NULL CHECK (embedding_status IN {_V1_EMBEDDING_STATUSES}),
         last_accessed REAL,
         access_count INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
         mention_count INTEGER NOT NULL DEFAULT 1 CHECK (mention_count >= 1),
@@ -204,10 +210,37 @@ _V2: tuple[str, ...] = (
 
 Step = str | Callable[[Connection], None]
 
+
+def _allow_embedding_status_none(conn: Connection) -> None:
+    """Admit embedding_status 'none' in memory_records' CHECK (version 3).
+
+    SQLite cannot ALTER a CHECK constraint. Loosening one (the new list is a superset, so every
+    row still satisfies it) changes only the schema text: the procedure SQLite documents for it
+    (https://sqlite.org/lang_altertable.html#otheralter: writable_schema, rewrite the table's
+    CREATE statement, bump schema_version) runs in the migration's transaction and touches no
+    row, page or index, in O(1) at any store size.
+    """
+    old = f"embedding_status IN {_V1_EMBEDDING_STATUSES}"
+    new = f"embedding_status IN {_in(EMBEDDING_STATUSES)}"
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND "
+                       "name = 'memory_records'").fetchone()[0]
+    if sql.count(old) != 1:
+        raise StoreError(f"memory_records has not the CHECK {old!r} of schema version 1")
+    cookie = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        conn.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND "
+                     "name = 'memory_records'", (sql.replace(old, new),))
+        conn.execute(f"PRAGMA schema_version = {cookie + 1}")
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
+
 #: (version, name, steps); versions are 1, 2, 3, ... in order. Append, never edit a released one.
 MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (1, "initial schema: records, lexical and entity index, embeddings, vector registry, jobs", _V1),
     (2, "change log of memory_records for the in-process MemoryIndex", _V2),
+    (3, "embedding_status 'none': the embedder gives the text no vector",
+     (_allow_embedding_status_none,)),
 )
 
 LATEST = MIGRATIONS[-1][0]

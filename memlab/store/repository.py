@@ -43,6 +43,23 @@ _INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(COLUMNS + DERIVED)}) 
 _UPDATE = (f"UPDATE memory_records SET {', '.join(c + ' = ?' for c in COLUMNS + DERIVED)} "
            f"WHERE rowid = ?")
 _SELECT = f"SELECT rowid, {', '.join(COLUMNS)} FROM memory_records"
+_AGENT, _USER = COLUMNS.index("agent_id"), COLUMNS.index("user_id")
+
+
+def _check_found(ids: Sequence[str], owner_of: dict[str, tuple[str, str]], agent_id: str | None,
+                 user_id: str | None) -> None:
+    """InvalidInput naming the first id that is unknown or (with a tenant) another tenant's. The
+    two cases read the same, so a caller cannot learn that another tenant's id exists."""
+    if agent_id is None and user_id is None:
+        missing = [i for i in ids if i not in owner_of]
+        if missing:
+            raise InvalidInput("ids", "unknown memory id", missing[0])
+        return
+    for i in ids:
+        a, u = owner_of.get(i, (None, None))
+        if (agent_id is not None and a != agent_id) or (user_id is not None and u != user_id):
+            raise InvalidInput("ids", f"no memory with this id for agent_id={agent_id!r}, "
+                               f"user_id={user_id!r}", i)
 
 
 class Repository:
@@ -123,12 +140,16 @@ class Repository:
             if cur.rowcount != len(wanted):
                 raise InvalidInput("rowids", "unknown rowid(s)", sorted(wanted)[:5])
 
-    def reinforce_ids(self, ids: Sequence[str], *, now: float) -> int:
-        """:meth:`reinforce` by memory id; returns how many memories were updated."""
+    def reinforce_ids(self, ids: Sequence[str], *, now: float, agent_id: str | None = None,
+                      user_id: str | None = None) -> int:
+        """:meth:`reinforce` by memory id; returns how many memories were updated. With a tenant
+        (``agent_id`` and ``user_id``), an id of another tenant is refused like an unknown one,
+        before anything is written."""
         ids = list(dict.fromkeys(ids))
         if not ids:
             return 0
-        self.reinforce(self.ids_to_rows(ids), now=now)
+        with transaction(self.conn):
+            self.reinforce(self.ids_to_rows(ids, agent_id=agent_id, user_id=user_id), now=now)
         return len(ids)
 
     def update_fields(self, id: str, /, *, terms: Sequence[str] | None = None,
@@ -202,11 +223,29 @@ class Repository:
 
     # -- embedding status ------------------------------------------------------------------------
     def pending(self, model_version: str, *, limit: int) -> list[int]:
-        """Rowids (ascending) of memories with no vector for ``model_version`` yet."""
+        """Rowids (ascending) of memories with no vector for ``model_version`` yet (not those
+        this version gives no vector: embedding_status 'none', :meth:`mark_no_vector`)."""
         return [r[0] for r in self.conn.execute(
             "SELECT rowid FROM memory_records r WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e "
-            "WHERE e.rowid = r.rowid AND e.model_version = ?) ORDER BY rowid LIMIT ?",
-            (model_version, int(limit)))]
+            "WHERE e.rowid = r.rowid AND e.model_version = ?) AND NOT (r.embedding_status = 'none' "
+            "AND r.embedding_model_version = ?) ORDER BY rowid LIMIT ?",
+            (model_version, model_version, int(limit)))]
+
+    def mark_no_vector(self, rowids: Sequence[int], model_version: str) -> None:
+        """Record that ``model_version`` gives these memories no vector (an all-zero embedding:
+        cosine is undefined): embedding_status 'none'. They are searched lexically and are not
+        pending for that version."""
+        rowids = [int(r) for r in rowids]
+        if not rowids:
+            return
+        with transaction(self.conn):
+            self._by_rowid("SELECT rowid FROM memory_records", rowids)   # unknown -> InvalidInput
+            self.conn.execute(
+                "DELETE FROM memory_embeddings WHERE model_version = ? AND rowid IN "
+                "(SELECT value FROM json_each(?))", (model_version, ids_json(rowids)))
+            self.conn.execute(
+                "UPDATE memory_records SET embedding_status = 'none', embedding_model_version = ? "
+                "WHERE rowid IN (SELECT value FROM json_each(?))", (model_version, ids_json(rowids)))
 
     def mark_embedded(self, rowids: Sequence[int], model_version: str, *,
                       text_hashes: Sequence[str] | None = None) -> None:
@@ -255,28 +294,30 @@ class Repository:
                 sql, args = sql + f" AND {col} = ?", args + [v]
         return int(self.conn.execute(sql, args).fetchone()[0])
 
-    def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
-        """Records by id, in input order; an unknown id raises InvalidInput."""
+    def get(self, ids: Sequence[str], *, agent_id: str | None = None,
+            user_id: str | None = None) -> list[MemoryRecord]:
+        """Records by id, in input order; an unknown id raises InvalidInput. With a tenant
+        (``agent_id`` and ``user_id``), another tenant's id is refused like an unknown one."""
         ids = list(ids)
         rows = {r[1]: r for r in self.conn.execute(
             f"{_SELECT} WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))}
-        missing = [i for i in ids if i not in rows]
-        if missing:
-            raise InvalidInput("ids", "unknown memory id", missing[0])
+        at = {i: (r[1 + _AGENT], r[1 + _USER]) for i, r in rows.items()}
+        _check_found(ids, at, agent_id, user_id)
         return [from_row(rows[i]) for i in ids]
 
     def get_rows(self, rowids: Sequence[int]) -> list[MemoryRecord]:
         """Records by rowid, in input order; an unknown rowid raises InvalidInput."""
         return [from_row(r) for r in self._by_rowid(_SELECT, rowids)]
 
-    def ids_to_rows(self, ids: Sequence[str]) -> list[int]:
-        """Rowids of these ids, in input order; an unknown id raises InvalidInput."""
+    def ids_to_rows(self, ids: Sequence[str], *, agent_id: str | None = None,
+                    user_id: str | None = None) -> list[int]:
+        """Rowids of these ids, in input order; an unknown id (or, with a tenant, another
+        tenant's id) raises InvalidInput."""
         ids = list(ids)
-        found = dict(self.conn.execute("SELECT id, rowid FROM memory_records WHERE id IN "
-                                       "(SELECT value FROM json_each(?))", (json.dumps(ids),)))
-        missing = [i for i in ids if i not in found]
-        if missing:
-            raise InvalidInput("ids", "unknown memory id", missing[0])
+        rows = self.conn.execute("SELECT id, rowid, agent_id, user_id FROM memory_records WHERE id "
+                                 "IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchall()
+        _check_found(ids, {r[0]: (r[2], r[3]) for r in rows}, agent_id, user_id)
+        found = {r[0]: r[1] for r in rows}
         return [found[i] for i in ids]
 
     def rows_to_ids(self, rowids: Sequence[int]) -> list[str]:

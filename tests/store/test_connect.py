@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from memlab.config import MemlabConfig
 from memlab.errors import CorruptStore, StoreError
 from memlab.store import (LATEST, Repository, connect, driver, migrate, open_store, schema_version,
                           transaction)
@@ -154,3 +155,31 @@ def test_migration_failure_leaves_version_and_schema(tmp_path):
     assert schema_version(conn) == 1
     names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     assert "a" in names and "b" not in names
+
+
+def test_migration_3_admits_embedding_status_none_and_keeps_every_row(tmp_path):
+    """A version-2 store (CHECK embedding_status IN ('pending', 'ready')) migrates to 3: the
+    CHECK is loosened in place (schema text only), every row is kept, integrity is ok."""
+    from memlab.store.migrations import MIGRATIONS
+
+    path = tmp_path / "v2.sqlite"
+    conn = connect(path, busy_timeout_ms=1000)
+    migrate(conn, migrations=MIGRATIONS[:2])
+    repo = Repository.__new__(Repository)      # Repository() refuses a schema it does not need
+    repo.conn, repo.config = conn, MemlabConfig()
+    add(repo, [rec("a"), rec("b")])
+    rows = lambda: [t for t in dump(conn)[1:] if t[0] != "schema_migrations"]  # noqa: E731
+    before = rows()
+    refused = (driver().IntegrityError, StoreError)   # StoreError where driver errors are mapped
+    with pytest.raises(refused, match="CHECK constraint failed"):
+        conn.execute("UPDATE memory_records SET embedding_status = 'none' WHERE id = 'a'")
+    assert migrate(conn) == LATEST >= 3
+    assert rows() == before
+    conn.execute("UPDATE memory_records SET embedding_status = 'none' WHERE id = 'a'")
+    with pytest.raises(refused, match="CHECK constraint failed"):
+        conn.execute("UPDATE memory_records SET embedding_status = 'bogus' WHERE id = 'b'")
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    conn.close()
+    conn, repo = open_store(path)
+    assert repo.get(["a"])[0].embedding_status == "none"
+    conn.close()
