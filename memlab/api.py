@@ -120,11 +120,12 @@ class MemoryStore:
         rc = self.config.recall
         terms = [memory_terms(r.text, term_cap=rc.term_cap, text_cap=rc.text_cap) for r in records]
         ents = [extract_entities(r.text, min_chars=self.config.entity.min_chars) for r in records]
+        fresh = None
         if vectors is None:
-            vectors = self._embed_documents([r.text for r in records])
+            vectors, fresh = self._embed_documents([r.text for r in records])
         elif len(vectors) != len(records):
             raise InvalidInput("vectors", f"one vector per item ({len(records)})", len(vectors))
-        stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors)
+        stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors, fresh=fresh)
         self.stats["added"] += len(stored)
         return stored
 
@@ -186,15 +187,17 @@ class MemoryStore:
         except TypeError as exc:
             raise InvalidInput(where, f"unknown field ({exc})", sorted(it)) from None
 
-    def _embed_documents(self, texts: Sequence[str]) -> np.ndarray | None:
+    def _embed_documents(self, texts: Sequence[str]):
+        """(vectors, the newly embedded ones the add caches in its transaction), or (None, None):
+        stored as pending."""
         if self._embedder is None:
             self._degraded("documents stored without vectors (pending)")
-            return None
+            return None, None
         try:
-            return self._embed(self._store.embed_cached, self._embedder, texts, query=False)
+            return self._embed(self._store.lookup_cached, self._embedder, texts)
         except EmbeddingUnavailable as exc:
             self._degraded(f"embedding failed ({exc}); documents stored as pending")
-            return None
+            return None, None
 
     @property
     def health(self):

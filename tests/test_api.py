@@ -390,6 +390,23 @@ def test_add_refuses_a_non_string_or_blank_id(hstore, mem_id):
     assert len(hstore) == n
 
 
+def test_a_refused_add_caches_no_embedding_either(tmp_path):
+    """The texts' vectors are cached in the add's own transaction: a refusal found only at write
+    time (an id already stored) leaves the embedding cache as it was (found by tests/test_fuzz.py:
+    the cache row used to be written before the records, in a transaction of its own)."""
+    store = memlab.open_store(tmp_path / "s.sqlite", config=MemlabConfig().replace(
+        **{"embedding.backend": "hashing"}))
+    store.add("用户最喜欢玩星露谷物语", id="m1")
+    conn = store._store.conn
+    cached = conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]
+    with pytest.raises(InvalidInput, match="already stored"):
+        store.add_many([{"text": "一条新的记忆"}, {"text": "a brand new memory", "id": "m1"}])
+    assert conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0] == cached
+    store.add("一条新的记忆")                       # cached with the memory that uses it
+    assert conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0] == cached + 1
+    store.close()
+
+
 # -- texts memlab cannot store (issue 7, defect 6) --------------------------------------------------
 @pytest.mark.parametrize("text,code,pos", [
     ("\x00用户喜欢猫", "U+0000", 0),          # used to be IntegrityError: CHECK constraint failed

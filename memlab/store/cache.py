@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -81,25 +82,34 @@ class EmbeddingCache:
               embed_fn: Callable[[list[str]], Any]) -> np.ndarray:
         """Vectors of ``texts``: cached ones read, the others embedded by ``embed_fn`` (called once,
         with the distinct missing texts, or not at all) and cached. Returns (len(texts), dim)."""
+        out, fresh = self.lookup(model_version, texts, embed_fn)
+        fresh.write(self)
+        return out
+
+    def lookup(self, model_version: str, texts: Sequence[str],
+               embed_fn: Callable[[list[str]], Any]) -> tuple[np.ndarray, "FreshVectors"]:
+        """As :meth:`embed`, but nothing is written: returns the vectors and the newly embedded
+        ones, which the caller writes (``fresh.write(cache)``) inside the transaction that uses
+        them, so that a refused write leaves the cache as it was too."""
         texts = list(texts)
         hits = self.get_many(model_version, texts)
         todo = list(dict.fromkeys(t for i, t in enumerate(texts) if i not in hits))
         fresh: dict[str, np.ndarray] = {}
+        new = np.zeros((0, 0), np.float32)
         if todo:
             new = np.asarray(embed_fn(todo), np.float32)
             if new.ndim != 2 or new.shape[0] != len(todo):
                 raise InvalidInput("vector", f"embed_fn must return ({len(todo)}, dim)",
                                    tuple(new.shape))
-            self.put_many(model_version, todo, new)
             fresh = dict(zip(todo, new))
         rows = [hits[i] if i in hits else fresh[t] for i, t in enumerate(texts)]
         if not rows:
-            return np.zeros((0, 0), np.float32)
+            return np.zeros((0, 0), np.float32), FreshVectors(model_version, (), new)
         dims = {len(r) for r in rows}
         if len(dims) != 1:
             raise InvalidInput("vector", f"cached and new vectors of {model_version!r} differ in "
                                f"dimension", sorted(dims))
-        return np.stack(rows)
+        return np.stack(rows), FreshVectors(model_version, tuple(todo), new)
 
     def count(self, model_version: str | None = None) -> int:
         if model_version is None:
@@ -117,6 +127,20 @@ def _check_text(text: str) -> str:
     if not isinstance(text, str):
         raise InvalidInput("text", "must be a string", type(text).__name__)
     return text
+
+
+@dataclass(frozen=True)
+class FreshVectors:
+    """Vectors :meth:`EmbeddingCache.lookup` embedded and has not cached yet."""
+
+    model_version: str
+    texts: tuple[str, ...]
+    vectors: np.ndarray
+
+    def write(self, cache: EmbeddingCache) -> None:
+        """Cache them (inside the caller's transaction when one is open)."""
+        if self.texts:
+            cache.put_many(self.model_version, self.texts, self.vectors)
 
 
 class EmbeddingCacheFile(EmbeddingCache):

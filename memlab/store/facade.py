@@ -19,7 +19,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, StoreError
 from memlab.types import MemoryRecord
 
-from .cache import EmbeddingCache
+from .cache import EmbeddingCache, FreshVectors
 from .connect import Connection, connect, transaction
 from .exact import ExactIndex
 from .health import RebuildReport, VectorState, measure_vectors, reconcile_vectors
@@ -157,8 +157,12 @@ class Store:
         self.close()
 
     def add(self, records: Sequence[MemoryRecord], *, terms: Sequence[Sequence[str]],
-            entities: Sequence[Sequence[str]], vectors: Any = None) -> list[MemoryRecord]:
+            entities: Sequence[Sequence[str]], vectors: Any = None,
+            fresh: FreshVectors | None = None) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
+
+        ``fresh``: vectors embedded for these records and not cached yet (:meth:`lookup_cached`),
+        written to the embedding cache in the same transaction: a refused add caches nothing.
 
         Without vectors the records are pending for the embedder's version. An all-zero vector
         means the embedder gives that text none: the record is stored with embedding_status
@@ -175,6 +179,8 @@ class Store:
         with transaction(self.conn):
             rowids = self.repo.add(records, terms=terms, entities=entities)
             applied = self._put(rowids, none, arr)
+            if fresh is not None:
+                fresh.write(self.embeddings)
         self._applied(*applied)
         version = self.vectors.model_version
         return [dataclasses.replace(r, embedding_status="none" if empty else "ready",
@@ -212,6 +218,13 @@ class Store:
         fn = embedder.embed_queries if query else embedder.embed_documents
         out = self.embeddings.embed(key, list(texts), lambda t: fn(t))
         return out if len(out) else np.zeros((0, int(embedder.dim)), np.float32)
+
+    def lookup_cached(self, embedder: _Embedder, texts: Sequence[str]
+                      ) -> tuple[np.ndarray, FreshVectors]:
+        """Document vectors of ``texts`` as :meth:`embed_cached`, but the newly embedded ones
+        are returned, not cached: :meth:`add` caches them with the records it writes."""
+        out, fresh = self.embeddings.lookup(embedder.version, list(texts), embedder.embed_documents)
+        return (out if len(out) else np.zeros((0, int(embedder.dim)), np.float32)), fresh
 
     def embed_pending(self, embedder: _Embedder, *, batch: int = 256) -> int:
         """Embed (through the cache) and store the vectors of every pending memory; the count
