@@ -21,6 +21,7 @@ from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import EmbeddingUnavailable, InvalidCell, InvalidInput
+from memlab.recall.background import Background, background_for
 from memlab.recall.candidates import Scope, build_features
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
@@ -47,6 +48,7 @@ class MemoryStore:
         self._embedder_error = embedder_error
         self.clock = clock
         self.stats: Counter[str] = Counter()
+        self._bg: Background | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -217,8 +219,13 @@ class MemoryStore:
         scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
         notes: list[str] = []
         qv = self._embed_query(query, notes)
+        background = None
+        if qv is not None:
+            background = self.background(notes)
+            qv = None if background is None else qv
         feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
-                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
+                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg,
+                               background=background)
         table = feats.columns
         if not len(feats):
             reason = ("no memories stored for this agent and user"
@@ -238,9 +245,11 @@ class MemoryStore:
 
     def features(self, queries: Sequence[str], *, k: int, now: float,
                  query_vectors: np.ndarray | None = None, agent_id: str | None = None,
-                 user_id: str | None = None):
+                 user_id: str | None = None, background: Background | None = None):
         """The raw-signal table of several queries asked at ``now`` (benchmarks and sweeps score
-        it many times). ``query_vectors`` default: embedded here (None if the embedder is out)."""
+        it many times). ``query_vectors`` default: embedded here (None if the embedder is out).
+        ``background``: the embedder's background sample (:mod:`memlab.recall.background`);
+        default: :meth:`background` (benchmarks pass one embedded through their cache)."""
         cfg = self.config
         scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
         if query_vectors is None and self._embedder is not None and cfg.recall.use_dense:
@@ -250,9 +259,32 @@ class MemoryStore:
                 self._degraded(f"lexical recall only: {exc}")
         if not cfg.recall.use_dense:
             query_vectors = None
+        if query_vectors is not None and background is None:
+            background = self.background([])
+            query_vectors = None if background is None else query_vectors
         return build_features(list(queries), query_vectors=query_vectors,
                               repo=self._store.signals(),
-                              dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
+                              dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg,
+                              background=background)
+
+    def background(self, notes: list[str] | None = None) -> Background | None:
+        """The background sample embedded by this store's embedder (the zscore relevance floor's
+        calibration, :mod:`memlab.recall.background`): embedded once per embedder version
+        through the store's embedding cache, then kept in memory. None when the embedder cannot
+        embed it: recall then degrades to lexical (logged once, counted, noted)."""
+        if self._bg is None and self._embedder is not None:
+            embedder = self._embedder
+            try:
+                self._bg = background_for(
+                    self.config.recall, version=embedder.version,
+                    embed=lambda texts, query: self._store.embed_cached(embedder, texts,
+                                                                        query=query))
+            except EmbeddingUnavailable as exc:
+                what = self._degraded(f"lexical recall only: background sample not embedded "
+                                      f"({exc})")
+                if notes is not None:
+                    notes.append(what)
+        return self._bg
 
     def _embed_query(self, query: str, notes: list[str]) -> np.ndarray | None:
         if self._embedder is None or not self.config.recall.use_dense:
