@@ -42,7 +42,7 @@ __all__ = ["LANGUAGES", "ZH", "EN", "BOTH", "Background", "language_codes", "cjk
 ZH, EN, BOTH = 0, 1, 2
 LANGUAGES = ("zh", "en")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
-_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+")
 
 #: fn(texts, query) -> (len(texts), dim) unit vectors, through an embedding cache.
 EmbedFn = Callable[[list[str], bool], np.ndarray]
@@ -55,9 +55,29 @@ def cjk_share(text: str) -> float:
     return cjk / (cjk + latin) if cjk + latin else float("nan")
 
 
+def _shares(texts: Sequence[str]) -> np.ndarray:
+    """:func:`cjk_share` of many texts at once: one pass over their code points with numpy."""
+    n = len(texts)
+    if not n:
+        return np.zeros(0)
+    joined = "".join(t + "\n" for t in texts)       # each text and its separator: sizes below
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+    sizes = np.fromiter(map(len, texts), np.int64, count=n) + 1
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    cjk = (((cps >= 0x3400) & (cps <= 0x4DBF)) | ((cps >= 0x4E00) & (cps <= 0x9FFF))
+           | ((cps >= 0xF900) & (cps <= 0xFAFF)) | ((cps >= 0x20000) & (cps <= 0x2FFFF)))
+    letter = (((cps | 0x20) >= 0x61) & ((cps | 0x20) <= 0x7A)) | ((cps >= 0xC0) & (cps <= 0x24F)
+                                                                  & (cps != 0xD7) & (cps != 0xF7))
+    word_start = letter & ~np.r_[False, letter[:-1]]
+    c = np.add.reduceat(cjk.astype(np.int64), starts)
+    w = np.add.reduceat(word_start.astype(np.int64), starts)
+    with np.errstate(invalid="ignore"):
+        return np.where(c + w > 0, c / np.maximum(c + w, 1), np.nan)
+
+
 def language_codes(texts: Sequence[str], rc: RecallConfig) -> np.ndarray:
     """:data:`ZH`, :data:`EN` or :data:`BOTH` per text (int8), by :func:`cjk_share`."""
-    share = np.fromiter((cjk_share(t) for t in texts), np.float64, count=len(texts))
+    share = _shares(list(texts))
     out = np.full(len(texts), BOTH, np.int8)
     out[share >= rc.background_zh_share] = ZH
     out[share <= rc.background_en_share] = EN
@@ -94,44 +114,61 @@ def load_texts(rc: RecallConfig) -> dict[str, list[str]]:
 
 
 def _stats(cos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, population std) over the last axis, float64."""
-    cos = np.asarray(cos, np.float64)
+    """(mean, population std) over the last axis."""
     return cos.mean(axis=-1), cos.std(axis=-1)
 
 
 @dataclass(frozen=True)
 class Background:
-    """The sample embedded by one embedder: per language, as documents and as queries."""
+    """The sample embedded by one embedder: per language, as documents and as queries.
+
+    ``docs[code]`` / ``queries[code]``: (n, dim) float32 unit vectors for the language codes
+    :data:`ZH`, :data:`EN` and :data:`BOTH` (the two pooled).
+    """
 
     version: str
-    docs: dict[str, np.ndarray]      # lang -> (n, dim) unit vectors (as memories are embedded)
-    queries: dict[str, np.ndarray]   # lang -> (n, dim) unit vectors (as questions are embedded)
+    docs: tuple[np.ndarray, np.ndarray, np.ndarray]
+    queries: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+    def __post_init__(self) -> None:
+        # memory side, per language: the mean question vector and the questions centred on it,
+        # so that mean = v . mean_q and var = mean((v . (q - mean_q))^2): one product, one pass
+        means = tuple(q.mean(axis=0) for q in self.queries)
+        object.__setattr__(self, "_q_mean", means)
+        object.__setattr__(self, "_q_centred", tuple(
+            np.ascontiguousarray((q - m).T) for q, m in zip(self.queries, means)))
+
+    @classmethod
+    def from_vectors(cls, version: str, docs: dict[str, np.ndarray],
+                     queries: dict[str, np.ndarray]) -> "Background":
+        """From per-language matrices ``{"zh": ..., "en": ...}`` of each side."""
+        def side(d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            zh, en = (np.ascontiguousarray(d[lang], np.float32) for lang in LANGUAGES)
+            return zh, en, np.concatenate([zh, en])
+        return cls(version, side(docs), side(queries))
 
     @classmethod
     def build(cls, texts: dict[str, list[str]], *, version: str, embed: EmbedFn) -> "Background":
-        docs = {lang: np.asarray(embed(list(t), False), np.float32) for lang, t in texts.items()}
-        queries = {lang: np.asarray(embed(list(t), True), np.float32) for lang, t in texts.items()}
-        return cls(version, docs, queries)
-
-    def _pooled(self, side: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """[zh, en, both] matrices of one side."""
-        return [side["zh"], side["en"], np.concatenate([side["zh"], side["en"]])]
+        docs = {lang: np.asarray(embed(list(t), False)) for lang, t in texts.items()}
+        queries = {lang: np.asarray(embed(list(t), True)) for lang, t in texts.items()}
+        return cls.from_vectors(version, docs, queries)
 
     def query_stats(self, query_vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of the query's cosine to the sample as documents, indexed by language code
-        (:data:`ZH`, :data:`EN`, :data:`BOTH`): three values each."""
+        (:data:`ZH`, :data:`EN`, :data:`BOTH`): three values each (float64)."""
         q = np.asarray(query_vec, np.float32)
-        cos = [m @ q for m in self._pooled(self.docs)]
-        stats = [_stats(c) for c in cos]
+        stats = [_stats((m @ q).astype(np.float64)) for m in self.docs]
         return np.array([s[0] for s in stats]), np.array([s[1] for s in stats])
 
     def memory_stats(self, vectors: np.ndarray, lang: int) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) per memory vector of its cosine to the sample as queries of language
-        ``lang`` (the query's)."""
+        ``lang`` (the query's); float32, one matrix product for all the vectors."""
         vecs = np.asarray(vectors, np.float32)
         if not len(vecs):
-            return np.zeros(0), np.zeros(0)
-        return _stats(vecs @ self._pooled(self.queries)[lang].T)
+            return np.zeros(0, np.float32), np.zeros(0, np.float32)
+        centred = vecs @ self._q_centred[lang]
+        var = np.einsum("ij,ij->i", centred, centred) / centred.shape[1]
+        return vecs @ self._q_mean[lang], np.sqrt(var)
 
 
 _MEMO: dict[tuple[str, str], Background] = {}

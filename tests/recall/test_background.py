@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 import memlab
 from memlab.clock import FixedClock
@@ -31,6 +32,16 @@ def test_language_is_the_share_of_cjk_characters_against_latin_words(text, share
     got = B.cjk_share(text)
     assert (math.isnan(got) and math.isnan(share)) or got == pytest.approx(share)
     assert B.language_codes([text], MemlabConfig().recall).tolist() == [code]
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from("ab Zé×你好\U00020001 1!\n🙂"), max_size=12),
+                max_size=6))
+def test_batch_language_codes_agree_with_the_share_of_each_text(texts):
+    rc = MemlabConfig().recall
+    expected = [B.BOTH if math.isnan(s := B.cjk_share(t)) else
+                B.ZH if s >= rc.background_zh_share else B.EN if s <= rc.background_en_share
+                else B.BOTH for t in texts]
+    assert B.language_codes(texts, rc).tolist() == expected
 
 
 def test_language_thresholds_come_from_config():
@@ -71,7 +82,7 @@ def _tiny() -> B.Background:
                                                                          np.float32)}
     queries = {"zh": np.array([[0, 1], [0, 1]], np.float32), "en": np.array([[1, 0], [0, 1]],
                                                                             np.float32)}
-    return B.Background("tiny", docs, queries)
+    return B.Background.from_vectors("tiny", docs, queries)
 
 
 def test_statistics_worked_by_hand():
@@ -124,9 +135,9 @@ def test_feature_columns_hold_the_statistics_of_each_side():
             for _, row in t[t["qid"] == qid].iterrows():
                 text = feats.texts[int(row["row"])]
                 mlang = "zh" if CJK.search(text) else "en"
-                qcos = bg.docs[mlang] @ qvec
+                qcos = bg.docs[{"zh": B.ZH, "en": B.EN}[mlang]] @ qvec
                 mvec = st.embedder.embed_documents([text])[0]
-                mcos = bg.queries[qlang] @ mvec
+                mcos = bg.queries[{"zh": B.ZH, "en": B.EN}[qlang]] @ mvec
                 assert row["q_bg_mean"] == pytest.approx(qcos.mean(), abs=1e-6)
                 assert row["q_bg_std"] == pytest.approx(qcos.std(), abs=1e-6)
                 assert row["m_bg_mean"] == pytest.approx(mcos.mean(), abs=1e-6)
