@@ -14,7 +14,8 @@ from hypothesis import given, strategies as st
 import memlab
 from memlab.clock import FixedClock
 from memlab.config import MemlabConfig
-from memlab.errors import ConfigError
+from memlab.embed import HashingEmbedder
+from memlab.errors import ConfigError, EmbeddingUnavailable
 from memlab.recall import background as B
 
 CJK = re.compile(r"[\u3400-\u9fff]")
@@ -163,3 +164,34 @@ def test_the_sample_goes_through_the_stores_embedding_cache(tmp_path, monkeypatc
     with memlab.open_store(path, config=HASHING, clock=clock, embedder=counting_embedder) as st:
         assert st.recall("我最喜欢什么游戏", k=3).texts == ["我最喜欢的游戏是星露谷物语"]
     assert counting_embedder.documents == [] and counting_embedder.queries == ["我最喜欢什么游戏"]
+
+
+class _SampleRefusingEmbedder(HashingEmbedder):
+    """Embeds memories and questions, but fails on the background sample (a model that breaks
+    mid-session): recall must degrade to lexical, say so and count it, not fabricate a floor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        sample = B.load_texts(MemlabConfig().recall)
+        self.refuse = set(sample["zh"]) | set(sample["en"])
+
+    def embed_documents(self, texts):
+        if any(t in self.refuse for t in texts):
+            raise EmbeddingUnavailable("model file vanished")
+        return super().embed_documents(texts)
+
+
+def test_a_sample_that_cannot_be_embedded_degrades_recall_to_lexical(monkeypatch):
+    monkeypatch.setattr(B, "_MEMO", {})
+    clock = FixedClock(1_750_000_000)
+    with memlab.open_store(":memory:", config=HASHING, clock=clock,
+                           embedder=_SampleRefusingEmbedder()) as st:
+        st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
+        st.add("今天午饭吃了牛肉面", importance=0.3)
+        res = st.recall("星露谷物语", k=3)
+        assert res.texts == ["我最喜欢的游戏是星露谷物语"]            # lexical: 3 of 3 terms shared
+        assert np.isnan(res.frame["relevance"]).all() or (res.frame["relevance"] == 0).all()
+        assert any("background sample not embedded" in n for n in res.notes)
+        st.recall("牛肉面", k=3)
+        key = [k for k in st.stats if "background sample not embedded" in k]
+        assert len(key) == 1 and st.stats[key[0]] == 2
