@@ -20,7 +20,7 @@ import numpy as np
 from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
-from memlab.errors import EmbeddingUnavailable, InvalidCell, InvalidInput
+from memlab.errors import EmbeddingUnavailable, InvalidCell, InvalidInput, StoreError
 from memlab.recall.background import Background, background_for
 from memlab.recall.candidates import Scope, build_features
 from memlab.recall.result import RecallResult
@@ -274,11 +274,20 @@ class MemoryStore:
         embed it: recall then degrades to lexical (logged once, counted, noted)."""
         if self._bg is None and self._embedder is not None:
             embedder = self._embedder
+
+            def embed(texts: list[str], query: bool) -> np.ndarray:
+                try:
+                    return self._store.embed_cached(embedder, texts, query=query)
+                except StoreError as exc:   # the cache cannot be written (locked, read-only)
+                    what = self._degraded(f"background sample not cached ({exc})")
+                    if notes is not None and what not in notes:
+                        notes.append(what)
+                    fn = embedder.embed_queries if query else embedder.embed_documents
+                    return fn(texts)
+
             try:
-                self._bg = background_for(
-                    self.config.recall, version=embedder.version,
-                    embed=lambda texts, query: self._store.embed_cached(embedder, texts,
-                                                                        query=query))
+                self._bg = background_for(self.config.recall, version=embedder.version,
+                                          embed=embed)
             except EmbeddingUnavailable as exc:
                 what = self._degraded(f"lexical recall only: background sample not embedded "
                                       f"({exc})")

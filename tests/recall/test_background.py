@@ -195,3 +195,26 @@ def test_a_sample_that_cannot_be_embedded_degrades_recall_to_lexical(monkeypatch
         st.recall("牛肉面", k=3)
         key = [k for k in st.stats if "background sample not embedded" in k]
         assert len(key) == 1 and st.stats[key[0]] == 2
+
+
+def test_a_cache_that_cannot_be_written_still_gives_the_floor(monkeypatch):
+    """The first recall writes the sample's vectors into the store's embedding cache; a store
+    that refuses the write (locked, read-only) still gets its floor, embedded without the cache
+    (noted, counted), and the same memories as with the cache."""
+    from memlab.errors import StoreError
+
+    monkeypatch.setattr(B, "_MEMO", {})
+    clock = FixedClock(1_750_000_000)
+    with memlab.open_store(":memory:", config=HASHING, clock=clock) as st:
+        st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
+        st.add("今天午饭吃了牛肉面", importance=0.3)
+
+        def refuse(*args, **kwargs):
+            raise StoreError("database is locked (store :memory:)")
+
+        monkeypatch.setattr(st._store, "embed_cached", refuse)
+        res = st.recall("我最喜欢什么游戏", k=3)
+        assert res.texts == ["我最喜欢的游戏是星露谷物语"] and res.frame.loc[0, "floor_z"] > 2
+        assert sum("background sample not cached" in n for n in res.notes) == 1
+        # counted per embedding call: zh and en, each as memories and as questions
+        assert sum(v for k, v in st.stats.items() if "not cached" in k) == 4
