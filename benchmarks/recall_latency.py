@@ -78,6 +78,7 @@ from memlab.api import open_store  # noqa: E402
 from memlab.clock import FixedClock  # noqa: E402
 from memlab.config import MemlabConfig  # noqa: E402
 from memlab.errors import InvalidInput  # noqa: E402
+from memlab.recall.background import Background, background_for, load_texts  # noqa: E402
 from memlab.recall.candidates import Scope, build_features, pool_sizes  # noqa: E402
 from memlab.recall.score import score as score_table  # noqa: E402
 from memlab.recall.select import explain_columns, select  # noqa: E402
@@ -215,25 +216,34 @@ class BenchEmbedder:
     """The store's embedder in this benchmark (its ``version`` names the vector table).
 
     Documents always arrive with precomputed vectors (``add_many(vectors=...)``), so
-    ``embed_documents`` refuses. Queries: ``mode = "lookup"`` returns the precomputed vector of a
-    known query text (no model time: the "without the query embedding" path); ``mode = "model"``
-    runs the real query embedder (the "with" path).
+    ``embed_documents`` refuses, except for the background sample of the relevance floor
+    (``memlab.recall.background``), whose sentences get synthetic vectors of the same model as
+    the documents (``background``, as documents and as queries, in either mode). Queries:
+    ``mode = "lookup"`` returns the precomputed vector of a known query text (no model time: the
+    "without the query embedding" path); ``mode = "model"`` runs the real query embedder (the
+    "with" path).
     """
 
     name = "bench"
 
-    def __init__(self, *, dim: int, model: Any | None) -> None:
+    def __init__(self, *, dim: int, model: Any | None,
+                 background: dict[str, np.ndarray] | None = None) -> None:
         self.dim = dim
         self.version = f"bench-synthetic-{dim}"
         self.model = model
         self.mode = "lookup"
         self.lookup: dict[str, np.ndarray] = {}
+        self.background = background or {}
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if texts and all(t in self.background for t in texts):
+            return np.stack([self.background[t] for t in texts])
         raise InvalidInput("texts", "benchmark documents come with precomputed vectors",
                            len(texts))
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if texts and all(t in self.background for t in texts):
+            return np.stack([self.background[t] for t in texts])
         if self.mode == "model":
             return np.asarray(self.model.embed_queries(list(texts)), np.float32)
         missing = [t for t in texts if t not in self.lookup]
@@ -356,8 +366,8 @@ def overlap(a: Sequence[np.ndarray], b: Sequence[np.ndarray], k: int = K) -> flo
 
 
 # -- the stages of recall without the query embedding ---------------------------------------------
-def stage_times(st: Store, cfg: MemlabConfig, query: str, qv: np.ndarray, *, scope: Scope
-                ) -> dict[str, float]:
+def stage_times(st: Store, cfg: MemlabConfig, query: str, qv: np.ndarray, *, scope: Scope,
+                background: Background) -> dict[str, float]:
     """Each stage of one recall, timed by calling the same public functions ``recall`` calls."""
     rc = cfg.recall
     n_perm, n_dense, n_lex = pool_sizes(K, rc)
@@ -397,7 +407,7 @@ def stage_times(st: Store, cfg: MemlabConfig, query: str, qv: np.ndarray, *, sco
     out["candidates"] = len(rows)
     out["build_features"], feats = timed(lambda: build_features(
         [query], query_vectors=qv[None, :], repo=src, dense=st.dense, scope=scope, now=NOW,
-        k=K, cfg=cfg))
+        k=K, cfg=cfg, background=background))
     table = feats.columns
     out["score"], scored = timed(lambda: score_table(table, cfg))
 
@@ -473,7 +483,12 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
     # several queries may share a text: the lookup embedder keys by text, so make them distinct
     queries = [f"{q} ({i})" if queries.index(q) != i else q for i, q in enumerate(queries)]
     model = query_model(opt.embedder, cfg)
-    emb = BenchEmbedder(dim=vm.dim, model=model)
+    sample = [t for texts in load_texts(cfg.recall).values() for t in texts]
+    emb = BenchEmbedder(dim=vm.dim, model=model, background=dict(zip(
+        sample, vm.documents(len(sample), batch_seed=99))))
+    background = background_for(cfg.recall, version=emb.version,
+                                embed=lambda t, q: emb.embed_queries(t) if q else
+                                emb.embed_documents(t))
     scope = Scope(cfg.writer.default_agent_id, cfg.writer.default_user_id)
     a, u = scope.agent_id, scope.user_id
     clock = FixedClock(NOW)
@@ -582,7 +597,7 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
             runs: dict[str, list[list[float]]] = {s: [] for s in STAGES}
             cands = []
             for _ in range(opt.repeats):
-                per = [stage_times(st, cfg, q, v, scope=scope)
+                per = [stage_times(st, cfg, q, v, scope=scope, background=background)
                        for q, v in zip(queries[:nq], qvecs[:nq])]
                 for s in STAGES:
                     runs[s].append([p[s] for p in per])

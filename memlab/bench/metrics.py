@@ -27,6 +27,10 @@ top ``k``; a ranking shorter than ``k`` simply has no hits past its end):
 ``mrr@k``        the same, 0 when the first gold item is ranked below ``k``
 ============== ===================================================================
 
+Abstention (:func:`abstention`): a question without gold items is *unanswerable* (nothing stored
+answers it); the right outcome is an empty ranking. ``abstention`` is the share of unanswerable
+questions that got no item, ``answered`` the share of answerable ones that got at least one.
+
 Session level (LongMemEval's convention): ``to_sessions`` maps ranked items to their sessions,
 keeping the first (best) rank of each session, and maps the qrels the same way; ``evaluate`` on
 the results gives session metrics.
@@ -45,10 +49,12 @@ import pandas as pd
 from memlab.errors import InvalidInput
 
 __all__ = [
+    "ABSTENTION_COLUMNS",
     "AT_K_METRICS",
     "DEFAULT_KS",
     "DEFAULT_METRICS",
     "PLAIN_METRICS",
+    "abstention",
     "aggregate",
     "evaluate",
     "metric_columns",
@@ -321,3 +327,55 @@ def to_sessions(rankings: Mapping[str, Iterable[str]],
             raise InvalidInput(f"item_to_session (query {qid!r})", "item has no session",
                                err.args[0]) from None
     return out
+
+
+ABSTENTION_COLUMNS = ("abstention", "answered", "n_unanswerable", "n_answerable")
+
+
+def abstention(rankings: Mapping[str, Sequence[str]], qrels: Mapping[str, Collection[str]], *,
+               by: pd.Series | None = None, overall_label: str = "all") -> pd.DataFrame:
+    """Abstention overall and per group: one row per label, columns :data:`ABSTENTION_COLUMNS`.
+
+    Args:
+        rankings: query id -> ranked item ids (empty: the retriever returned nothing).
+        qrels: query id -> gold item ids for every ranked query; an empty collection marks an
+            unanswerable question.
+        by: a group label per query id (e.g. the question's language), covering every query.
+
+    ``abstention`` = unanswerable questions with an empty ranking / unanswerable questions (NaN
+    when there are none); ``answered`` = answerable questions with a non-empty ranking /
+    answerable questions (NaN when there are none); ``n_*`` the counts (int).
+    """
+    if not rankings:
+        raise InvalidInput("rankings", "must hold at least one query", len(rankings))
+    ids = list(rankings)
+    missing = [q for q in ids if q not in qrels]
+    if missing:
+        raise InvalidInput(f"qrels[{missing[0]!r}]", "every ranked query needs a gold entry (empty "
+                           "for an unanswerable question)", missing[0])
+    empty = np.array([len(_as_id_list(rankings[q], field="rankings", query_id=q)) == 0
+                      for q in ids])
+    unanswerable = np.array([len(_as_id_list(qrels[q], field="qrels", query_id=q)) == 0
+                             for q in ids])
+    frame = pd.DataFrame({"refused": empty & unanswerable, "answered": ~empty & ~unanswerable,
+                          "unanswerable": unanswerable}, index=pd.Index(ids, name="query_id"))
+    groups = [(overall_label, frame)]
+    if by is not None:
+        labels = by.reindex(frame.index)
+        if labels.isna().any():
+            lost = labels[labels.isna()].index[0]
+            raise InvalidInput(f"by[{lost!r}]", "every query needs a group (missing or NaN)", lost)
+        labels = labels.astype(str)
+        if (labels == overall_label).any():
+            raise InvalidInput("by", f"a group may not be named {overall_label!r}", overall_label)
+        groups += [(g, frame[labels.to_numpy() == g]) for g in sorted(labels.unique())]
+    rows = {}
+    for label, f in groups:
+        n_un = int(f["unanswerable"].sum())
+        n_an = len(f) - n_un
+        rows[label] = {"abstention": f["refused"].sum() / n_un if n_un else np.nan,
+                       "answered": f["answered"].sum() / n_an if n_an else np.nan,
+                       "n_unanswerable": n_un, "n_answerable": n_an}
+    out = pd.DataFrame.from_dict(rows, orient="index")[list(ABSTENTION_COLUMNS)]
+    out.index.name = "group"
+    return out.astype({"n_unanswerable": np.int64, "n_answerable": np.int64})

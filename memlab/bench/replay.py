@@ -5,7 +5,8 @@ store under a replay clock, and each question is asked at its ``asked_at`` — i
 written by then. Replay yields the raw-signal table of every question (:mod:`memlab.recall.features`);
 scoring and metrics are pure and run on it afterwards, as often as a sweep likes.
 
-Embeddings come in batches through a persistent embedding cache, so a second run never re-embeds.
+Embeddings come in batches through a persistent embedding cache, so a second run never re-embeds;
+so does the background sample that calibrates the relevance floor (:mod:`memlab.recall.background`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from memlab.clock import ReplayClock
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder
 from memlab.errors import ConfigError, DatasetError, InvalidInput
+from memlab.recall.background import background_for
 from memlab.recall.features import Features, empty_table
 from memlab.write.importance import choose_layer, score_importance
 
@@ -191,8 +193,13 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                       for c in ds.conversations()}
     rendered = {c: [render_item(it, template) for it in its] for c, its in conv_items.items()}
     all_questions = [q for c in ds.conversations() for q in conv_questions[c]]
-    doc_vecs = q_vecs = None
+    doc_vecs = q_vecs = background = None
     if embedder is not None:
+        background = background_for(
+            cfg.recall, version=embedder.version,
+            embed=lambda texts, query: embed_all(
+                texts, embedder=embedder, cache=cache, query=query,
+                batch_size=cfg.embedding.batch_size, desc="embed background", progress=progress))
         doc_vecs = embed_all([t for c in ds.conversations() for t in rendered[c]],
                              embedder=embedder, cache=cache, query=False,
                              batch_size=cfg.embedding.batch_size, desc="embed items",
@@ -235,7 +242,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                 t2 = time.perf_counter()
                 qv = None if q_vecs is None else q_vecs[q_off + qi:q_off + qi + len(group)]
                 feats = store.features([q.text for q in group], k=k, query_vectors=qv,
-                                       now=asked.timestamp())
+                                       now=asked.timestamp(), background=background)
                 timings["recall"] += time.perf_counter() - t2
                 tab = feats.table.copy()
                 local_rows = tab["row"].to_numpy()

@@ -7,6 +7,7 @@ on the same raw signals, compute metrics overall and per category, and report.
 from __future__ import annotations
 
 import json
+import math
 import resource
 import sys
 import time
@@ -91,11 +92,13 @@ class PresetResult:
     session_aggregate: pd.DataFrame | None
     rankings: dict[str, list[str]]
     timings: dict[str, float] = field(default_factory=dict)
+    abstention: pd.DataFrame | None = None   # M.abstention: overall and per question language
 
     def ranking_counts(self) -> dict[str, int]:
         """Questions whose ranking is empty, and shorter than bench.k and than the largest
         cut-off (a conversation with fewer memories, or a relevance floor, leaves it short)."""
-        lengths = np.fromiter(map(len, self.rankings.values()), int, len(self.rankings))
+        answerable = self.per_query.index   # an unanswerable question should rank nothing
+        lengths = np.fromiter((len(self.rankings[q]) for q in answerable), int, len(answerable))
         out = {"per_question": ranked_per_question(self.config), "empty": int((lengths == 0).sum())}
         for k in sorted({self.config.bench.k, max(self.config.bench.ks)}):
             out[f"fewer_than_{k}"] = int((lengths < k).sum())
@@ -129,6 +132,11 @@ class BenchOutcome:
             return {str(c): {k: (int(v) if k == "n" else round(float(v), 6))
                              for k, v in row.items()} for c, row in agg.iterrows()}
 
+        def abst(r: PresetResult) -> dict[str, dict[str, float | int | None]]:
+            return {str(g): {k: (int(v) if k.startswith("n_") else None if math.isnan(v)
+                                 else round(float(v), 6)) for k, v in row.items()}
+                    for g, row in r.abstention.iterrows()}
+
         card = self.dataset.card
         return {
             "dataset": {"name": card.name, "version": card.version,
@@ -146,6 +154,7 @@ class BenchOutcome:
                         **{f"score_{r.name}": round(r.timings.get("score", 0.0), 3)
                            for r in self.results}},
             "counts": self.counts,
+            "abstention": pick(abst),
         }
 
 
@@ -201,13 +210,14 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     loaded = len(ds.questions)
     if limit is not None:
         ds = ds.subset(limit_questions=limit)
+    # questions without evidence (unanswerable): no recall metric (dropped from them, counted),
+    # but replayed and scored for abstention (M.abstention)
     no_gold = sum(1 for q in ds.questions if not q.evidence)
-    if no_gold:  # abstention questions: nothing to recall, so no recall metric; dropped, counted
-        ds = Dataset(card=ds.card, items=ds.items,
-                     questions=tuple(q for q in ds.questions if q.evidence), report=ds.report)
-    if not ds.questions:
+    if no_gold == len(ds.questions):   # none to score for recall (an empty file included)
         raise DatasetError(ds.report.questions_file or str(dataset), _nothing_to_evaluate(
             loaded, limit, no_gold, sum(ds.report.dropped.values())))
+    langs = pd.Series({f"{q.conversation_id}::{q.query_id}": (q.meta or {}).get("language")
+                       for q in ds.questions})
     timings["load"] = time.perf_counter() - t0
     versions = {p.embedding.model_dump_json() for _, p in presets}
     if len(versions) > 1:
@@ -242,12 +252,16 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                 counts = {**rep.counts, **counts} if counts else dict(rep.counts)
             rep = groups[key]
             t1 = time.perf_counter()
-            rankings = rank(rep, cfg)
+            all_rankings = rank(rep, cfg)
             t_score = time.perf_counter() - t1
-            qrels = qrels_of(rep)
+            all_qrels = qrels_of(rep)
+            abstention = M.abstention(all_rankings, all_qrels,
+                                      by=None if langs.isna().any() else langs)
+            qrels = {k: v for k, v in all_qrels.items() if v}
+            rankings = {k: all_rankings[k] for k in qrels}
             per_query = M.evaluate(rankings, qrels, ks=cfg.bench.ks)
             cats = pd.Series(rep.questions["category"].astype(str).to_numpy(),
-                             index=list(rankings))
+                             index=list(all_rankings))
             agg = M.aggregate(per_query, by=cats)
             sess_agg = None
             if _has_sessions(rep):
@@ -258,8 +272,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                 sess_agg = M.aggregate(sq)
             per_query = per_query.assign(category=cats,
                                          ranked=[len(rankings[q]) for q in per_query.index])
-            results.append(PresetResult(name, cfg, per_query, agg, sess_agg, rankings,
-                                        {"score": t_score}))
+            results.append(PresetResult(name, cfg, per_query, agg, sess_agg, all_rankings,
+                                        {"score": t_score}, abstention))
     finally:
         cache.close()
     counts["questions_without_evidence_dropped"] = no_gold
@@ -339,6 +353,11 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
         per_cat["n"] = out.results[0].aggregate.drop(index="all")["n"]
         lines += ["", f"{metric} per category",
                   per_cat.to_string(float_format=lambda v: f"{v:.3f}")]
+    abst = pd.concat({r.name: r.abstention for r in out.results if r.abstention is not None},
+                     names=["preset", "language"])
+    lines += ["", "abstention: questions without gold that got no memory; answered: questions "
+              "with gold that got at least one",
+              abst.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")]
     t = out.timings
     lines += ["", "timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()
                                              if k != "peak_rss_mb")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 from memlab.bench.run import REPO_ROOT, BenchOutcome
@@ -12,7 +13,8 @@ from memlab.bench.tracking import (dataset_tags, log_run, metrics_from_aggregate
 
 def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
                   experiment: str) -> dict[str, dict[str, str]]:
-    """params = the flat config; metrics overall and per category (and session level); tags =
+    """params = the flat config; metrics overall and per category (and session level, and
+    abstention overall and per question language); tags =
     dataset name, version and content hash, memlab version, git commit, embedder; artifacts = the
     config YAML, per-query rankings, the recall@k curve and the per-category bars."""
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # no migration chatter on first use
@@ -38,6 +40,9 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
             metrics.update({f"session_{k}": v for k, v in
                             metrics_from_aggregate(r.session_aggregate).items()})
         metrics.update({f"ranked_{k}": float(v) for k, v in r.ranking_counts().items()})
+        if r.abstention is not None:   # "abstention", "answered", "abstention/zh", ...; NaN: none
+            metrics.update({k: v for k, v in metrics_from_aggregate(r.abstention).items()
+                            if not math.isnan(v)})
         if parent is None:
             metrics.update(timing_metrics)
         run_id = log_run(experiment=experiment, run_name=f"{ds.card.name}: {r.name}",

@@ -15,6 +15,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from memlab.config import MemlabConfig, RecallConfig
+from memlab.recall.background import Background, language_codes
 from memlab.recall.features import LAYER_CODES, Features, TermSets, empty_table, make_columns
 from memlab.text import extract_entities, memory_terms, temporal_intent, time_window_days
 
@@ -125,9 +126,38 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
     return _Routes(rows, dense_rank, lex_rank, bm25, entity, frozenset(qterms), intent, since)
 
 
+class _BackgroundSignals:
+    """The background statistics of a batch (:mod:`memlab.recall.background`): per query, its
+    cosine statistics against the sample in each language; per candidate of the union, its
+    statistics against the sample (as questions) in each query language asked, computed once."""
+
+    def __init__(self, bg: Background, queries: Sequence[str], query_vectors: np.ndarray,
+                 texts: Sequence[str], vec_pos: np.ndarray, vecs: np.ndarray,
+                 rc: RecallConfig) -> None:
+        self.qlang = language_codes(queries, rc)
+        self.mlang = language_codes(texts, rc)
+        self.q = [bg.query_stats(v) for v in query_vectors]
+        have = vec_pos >= 0
+        self.m: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for lang in np.unique(self.qlang).tolist():
+            mean = np.full(len(vec_pos), np.nan)
+            std = np.full(len(vec_pos), np.nan)
+            if have.any():
+                mu, sd = bg.memory_stats(vecs[vec_pos[have]], lang)
+                mean[have], std[have] = mu, sd
+            self.m[lang] = (mean, std)
+
+    def of(self, qi: int, idx: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(q_bg_mean, q_bg_std, m_bg_mean, m_bg_std) of query ``qi``'s candidates ``idx``."""
+        q_mean, q_std = self.q[qi]
+        lang = self.mlang[idx]
+        m_mean, m_std = self.m[int(self.qlang[qi])]
+        return q_mean[lang], q_std[lang], m_mean[idx], m_std[idx]
+
+
 def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, repo,
                    dense: DenseIndex | None, scope: Scope, now: float, k: int,
-                   cfg: MemlabConfig) -> Features:
+                   cfg: MemlabConfig, background: Background | None = None) -> Features:
     """The raw-signal table for a batch of queries asked at ``now`` by ``scope``.
 
     ``repo`` answers the candidate and signal calls: a :class:`~memlab.store.Repository` (SQL) or
@@ -136,6 +166,8 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
     batch. ``query_vectors`` is None when the embedder is unavailable: the dense route is skipped
     and cosine is NaN (a documented degradation; the caller logs and counts it). So is a query's
     all-zero row (the embedder gives that query no vector, e.g. hashing on emoji only).
+    ``background``: the embedder's background sample, for the ``q_bg_*`` / ``m_bg_*`` columns (NaN
+    without it; the zscore relevance floor needs them wherever a cosine is known).
     """
     pools = pool_sizes(k, cfg.recall)
     has_qv = np.zeros(len(queries), bool) if query_vectors is None else \
@@ -158,9 +190,13 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
     if query_vectors is not None and dense is not None:
         have, vecs = dense.vectors(all_rows)
         vec_pos[have] = np.arange(len(have))
+    bg = None
+    if background is not None and query_vectors is not None and dense is not None:
+        bg = _BackgroundSignals(background, queries, query_vectors, cols["texts"], vec_pos, vecs,
+                                cfg.recall)
     parts: dict[str, list[np.ndarray]] = {c: [] for c in (
         "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
-        "intent")}
+        "intent", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std")}
     for qi, f in enumerate(found):
         idx = loc(f.rows)
         keep = slice(None)
@@ -183,6 +219,9 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         parts["lexical_rank"].append(f.lex_rank[keep])
         parts["entity"].append(f.entity[keep])
         parts["intent"].append(np.full(len(idx), f.intent))
+        stats = bg.of(qi, idx) if bg is not None else (np.full(len(idx), np.nan),) * 4
+        for name, values in zip(("q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std"), stats):
+            parts[name].append(values)
     if not parts["idx"]:
         return Features(table=empty_table(), query_texts=tuple(queries))
     cat = {c: np.concatenate(v) for c, v in parts.items()}
@@ -198,6 +237,8 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         emotion_max=cols["emotion_max"][i], layer=cols["layer"][i],
         cognitive=cols["cognitive"][i], pinned=cols["pinned"][i],
         entity_matches=cat["entity"], intent=cat["intent"], text_len=cols["text_len"][i],
+        q_bg_mean=cat["q_bg_mean"], q_bg_std=cat["q_bg_std"], m_bg_mean=cat["m_bg_mean"],
+        m_bg_std=cat["m_bg_std"],
     )
     used = np.unique(i).tolist()
     texts, ids = cols["texts"], cols["ids"]

@@ -30,6 +30,12 @@ entity_matches     int16     entities shared by the query and the memory (§11.1
 intent             int8      the query's TemporalIntent code (1 recent, 2 historical, 4 when, 8 first)
 tree_distance      float32   hops between the query's anchor node and the memory's (NaN: unknown)
 text_len           int32     characters of the memory text (the selection budget)
+q_bg_mean          float32   mean cosine of the query to the background sample (as memories) in
+                             the memory's language (:mod:`memlab.recall.background`); NaN: unknown
+q_bg_std           float32   their standard deviation; NaN: unknown
+m_bg_mean          float32   mean cosine of the memory to the background sample (as questions) in
+                             the query's language; NaN: unknown (no vector)
+m_bg_std           float32   their standard deviation; NaN: unknown
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
@@ -53,7 +59,8 @@ COLUMNS: dict[str, str] = {
     "age_days": "float32", "since_access_days": "float32", "event_age_days": "float32",
     "event_time": "float64", "emotion_max": "float32", "layer": "int8", "cognitive": "int8",
     "pinned": "bool", "entity_matches": "int16", "intent": "int8", "tree_distance": "float32",
-    "text_len": "int32",
+    "text_len": "int32", "q_bg_mean": "float32", "q_bg_std": "float32",
+    "m_bg_mean": "float32", "m_bg_std": "float32",
 }
 
 
@@ -65,7 +72,8 @@ _NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank
             "age_days": 0.0, "since_access_days": 0.0, "event_age_days": 0.0,
             "event_time": 0.0, "emotion_max": 0.0, "layer": 1, "cognitive": 1,
             "pinned": False, "entity_matches": 0, "intent": 0, "tree_distance": np.nan,
-            "text_len": 0}
+            "text_len": 0, "q_bg_mean": np.nan, "q_bg_std": np.nan, "m_bg_mean": np.nan,
+            "m_bg_std": np.nan}
 
 
 def empty_table() -> pd.DataFrame:
@@ -93,7 +101,8 @@ def make_table(**cols) -> pd.DataFrame:
     """A feature table from column arrays; missing columns get neutral values, dtypes enforced.
 
     Neutral values: cosine NaN, ranks 0, counts 0 (mention_count 1), times 0, layer long_term (1),
-    cognitive semantic (1), intent 0, tree_distance NaN. ``qid`` defaults to 0.
+    cognitive semantic (1), intent 0, tree_distance NaN, background statistics NaN. ``qid``
+    defaults to 0.
     """
     return pd.DataFrame(make_columns(**cols)) if cols else empty_table()
 

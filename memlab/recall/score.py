@@ -39,7 +39,8 @@ INTENT_RECENT = TemporalIntent(recent=True).code
 INTENT_HISTORICAL = TemporalIntent(historical=True).code
 INTENT_FIRST = TemporalIntent(first=True).code
 
-__all__ = ["Scored", "Scorer", "SCORERS", "register", "score", "relevance_mask"]
+__all__ = ["Scored", "Scorer", "SCORERS", "register", "score", "relevance_mask", "floor_z",
+           "FLOOR_MODES"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Scored:
     """The scores of a feature table, one entry per table row (positional).
 
     ``score`` float64; ``eligible`` bool (the forgetting gate, §9.1; baselines: all True);
-    ``relevant`` bool (passes the relevance floor, ``recall.relevance_floor`` /
+    ``relevant`` bool (passes the relevance floor of ``recall.floor_mode``, or
     ``recall.lexical_floor``); ``components`` every raw signal and every term of the formula;
     ``additive`` the names of the terms whose sum is ``score``, in formula order.
     """
@@ -105,15 +106,16 @@ def score(table: Table, cfg: MemlabConfig, *, scorer: str | None = None) -> Scor
 
 
 # -- helpers -------------------------------------------------------------------------------------
-_NULLABLE = frozenset({"cosine", "tree_distance"})
+_NULLABLE = frozenset({"cosine", "tree_distance", "q_bg_mean", "q_bg_std", "m_bg_mean",
+                       "m_bg_std"})
 
 
 def _raise_for_nan(table: Table, name: str) -> None:
     for col in list(table):
         values = column(table, col)
         if col not in _NULLABLE and values.dtype.kind == "f" and np.isnan(values).any():
-            raise InvalidInput(f"table.{col}", "must not be NaN (only cosine and tree_distance "
-                               "may be unknown)", float("nan"))
+            raise InvalidInput(f"table.{col}", "must not be NaN (only cosine, tree_distance and "
+                               "the background statistics may be unknown)", float("nan"))
     raise InvalidInput("table", f"scorer {name!r} produced a non-finite score", None)
 
 
@@ -123,15 +125,57 @@ def _col(table: Table, name: str, dtype: type = np.float64) -> np.ndarray:
     return column(table, name, dtype)
 
 
-def relevance_mask(cosine: np.ndarray, lexical: np.ndarray, cfg: MemlabConfig) -> np.ndarray:
-    """cosine >= ``recall.relevance_floor`` OR lexical >= ``recall.lexical_floor``.
+def floor_z(cosine: np.ndarray, q_mean: np.ndarray, q_std: np.ndarray, m_mean: np.ndarray,
+            m_std: np.ndarray) -> np.ndarray:
+    """min(z_query, z_memory): how far a cosine stands out from the background on both sides.
 
-    A floor of exactly 0 disables the test (every row relevant). A NaN cosine fails the cosine test.
+    z_query = (cosine - q_mean) / q_std (against the query's cosines to the background as
+    memories), z_memory = (cosine - m_mean) / m_std (against the memory's cosines to the
+    background as questions). A std of 0 (a degenerate background) gives +inf above the mean,
+    -inf below it, NaN at it; a NaN anywhere gives NaN (fails any floor).
     """
-    floor = cfg.recall.relevance_floor
-    if floor == 0:
-        return np.ones(len(cosine), dtype=bool)
-    return (cosine >= floor) | (lexical >= cfg.recall.lexical_floor)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zq = (cosine - q_mean) / q_std
+        zm = (cosine - m_mean) / m_std
+    return np.minimum(zq, zm)
+
+
+def _floor_absolute(table: Table, cosine: np.ndarray, cfg: MemlabConfig
+                    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    return cosine >= cfg.recall.relevance_floor, {}
+
+
+def _floor_zscore(table: Table, cosine: np.ndarray, cfg: MemlabConfig
+                  ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    stats = [_col(table, c) for c in ("q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std")]
+    unknown = ~np.isnan(cosine) & np.isnan(np.stack(stats)).any(axis=0)
+    if unknown.any():
+        raise InvalidInput("table.q_bg_mean", "recall.floor_mode 'zscore' needs the background "
+                           "statistics (q_bg_*, m_bg_*) of every row with a cosine: build the "
+                           "table with a background sample, or use floor_mode 'absolute'",
+                           int(np.flatnonzero(unknown)[0]))
+    z = floor_z(cosine, *stats)
+    return z >= cfg.recall.relevance_z, {"floor_z": z}
+
+
+FLOOR_MODES: dict[str, Callable[[Table, np.ndarray, MemlabConfig],
+                                tuple[np.ndarray, dict[str, np.ndarray]]]] = {
+    "absolute": _floor_absolute, "zscore": _floor_zscore}
+
+
+def relevance_mask(table: Table, cfg: MemlabConfig) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(relevant, extra components): the cosine test of ``recall.floor_mode`` OR lexical >=
+    ``recall.lexical_floor``.
+
+    ``absolute``: cosine >= ``recall.relevance_floor``; a floor of exactly 0 disables the test
+    (every row relevant). ``zscore``: :func:`floor_z` >= ``recall.relevance_z`` (its value is
+    returned as the component ``floor_z``). A NaN cosine fails the cosine test.
+    """
+    cosine = _col(table, "cosine")
+    if cfg.recall.floor_mode == "absolute" and cfg.recall.relevance_floor == 0:
+        return np.ones(len(cosine), dtype=bool), {}
+    cos_ok, extra = FLOOR_MODES[cfg.recall.floor_mode](table, cosine, cfg)
+    return cos_ok | (_col(table, "lexical") >= cfg.recall.lexical_floor), extra
 
 
 def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:
@@ -279,7 +323,7 @@ def reverie(table: Table, cfg: MemlabConfig) -> Scored:
     else:
         entity = np.zeros(n)
 
-    relevant = relevance_mask(cos, lexical, cfg)
+    relevant, floor = relevance_mask(table, cfg)
     tc = cfg.temporal
     if tc.enabled:
         new = np.where(age < tc.recent_window_days, 1.0, -1.0)
@@ -307,7 +351,7 @@ def reverie(table: Table, cfg: MemlabConfig) -> Scored:
     raw = {"relevance": relevance, "relevance_effective": rel_eff, "lexical": lexical,
            "importance": importance, "references": refs, "reinforcement": reinf,
            "frequency": frequency, "temporal": temporal, "emotion": emotion,
-           "retention": retention}
+           "retention": retention, **floor}
     eligible = forgetting.eligible(retention, relevance, layer == LAYER_CODES["permanent"], cfg)
     return _build("reverie", _sum(terms, n), eligible, relevant, raw, terms)
 
@@ -318,16 +362,17 @@ def cosine(table: Table, cfg: MemlabConfig) -> Scored:
     cos = _col(table, "cosine")
     known = ~np.isnan(cos)
     s = np.where(known, cos, -1.0)
-    relevant = relevance_mask(cos, _col(table, "lexical"), cfg) & known
-    return _build("cosine", s, np.ones(len(s), dtype=bool), relevant, {}, {"cosine": s})
+    relevant, floor = relevance_mask(table, cfg)
+    return _build("cosine", s, np.ones(len(s), dtype=bool), relevant & known, floor,
+                  {"cosine": s})
 
 
 @register("bm25")
 def bm25(table: Table, cfg: MemlabConfig) -> Scored:
     """Plain BM25. Rows with BM25 0 (no query term matched: not lexical hits) are not relevant."""
     b = _col(table, "bm25")
-    relevant = relevance_mask(_col(table, "cosine"), _col(table, "lexical"), cfg) & (b > 0)
-    return _build("bm25", b, np.ones(len(b), dtype=bool), relevant, {}, {"bm25": b})
+    relevant, floor = relevance_mask(table, cfg)
+    return _build("bm25", b, np.ones(len(b), dtype=bool), relevant & (b > 0), floor, {"bm25": b})
 
 
 @register("rrf")
@@ -341,11 +386,11 @@ def rrf(table: Table, cfg: MemlabConfig) -> Scored:
     lr = _col(table, "lexical_rank")
     dense = np.where(dr > 0, 1.0 / (k + dr), 0.0)
     lexical = np.where(lr > 0, 1.0 / (k + lr), 0.0)
-    relevant = relevance_mask(_col(table, "cosine"), _col(table, "lexical"), cfg) \
-        & ((dr > 0) | (lr > 0))
+    relevant, floor = relevance_mask(table, cfg)
     terms = {"dense_term": dense, "lexical_term": lexical}
-    return _build("rrf", dense + lexical, np.ones(len(dr), dtype=bool), relevant,
-                  {"dense_rank": dr, "lexical_rank": lr}, terms)
+    return _build("rrf", dense + lexical, np.ones(len(dr), dtype=bool),
+                  relevant & ((dr > 0) | (lr > 0)),
+                  {"dense_rank": dr, "lexical_rank": lr, **floor}, terms)
 
 
 @register("generative_agents")
@@ -370,7 +415,8 @@ def generative_agents(table: Table, cfg: MemlabConfig) -> Scored:
              "recency_term": b.ga_recency * rec_n}
     raw = {"relevance": cos, "importance": importance, "recency": recency,
            "relevance_norm": rel_n, "importance_norm": imp_n, "recency_norm": rec_n}
-    relevant = relevance_mask(cos, _col(table, "lexical"), cfg)
+    relevant, floor = relevance_mask(table, cfg)
+    raw.update(floor)
     return _build("generative_agents", _sum(terms, len(cos)), np.ones(len(cos), dtype=bool),
                   relevant, raw, terms)
 
@@ -391,6 +437,7 @@ def dialog_tree(table: Table, cfg: MemlabConfig) -> Scored:
     terms = {"cosine_term": d.alpha * cos0, "recency_term": d.beta * recency,
              "tree_term": d.gamma * tree}
     raw = {"cosine": cos0, "recency": recency, "tree": tree}
-    relevant = relevance_mask(cos, _col(table, "lexical"), cfg)
+    relevant, floor = relevance_mask(table, cfg)
+    raw.update(floor)
     return _build("dialog_tree", _sum(terms, len(cos)), np.ones(len(cos), dtype=bool), relevant,
                   raw, terms)

@@ -3,6 +3,7 @@ question category means what its name says (gold = latest revision, oldest event
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter, defaultdict
@@ -84,7 +85,7 @@ def test_files_are_sorted_key_utf8_jsonl_and_small(default):
 
 def test_card(default):
     card = default[1]
-    assert card["name"] == "memlab-lifelog" and card["version"] == "1.0.0"
+    assert card["name"] == "memlab-lifelog" and card["version"] == "1.1.0"
     assert card["language"] == "mixed" and card["license"] == "CC0-1.0" and card["granularity"] == "utterance"
     assert "seed 20261129" in card["source"]
 
@@ -137,12 +138,71 @@ def test_evidence_names_items_of_the_same_conversation_asked_later(default, inde
     ids = [q["query_id"] for q in default[3]]
     assert len(ids) == len(set(ids))
     for q in default[3]:
-        assert q["evidence"], q["query_id"]
+        assert bool(q["evidence"]) == (q["category"] != "unanswerable"), q["query_id"]
         asked = _t(q["asked_at"])
         for e in q["evidence"]:
             assert by_id[e]["conversation_id"] == q["conversation_id"]
             assert _t(by_id[e]["timestamp"]) < asked
         assert _t(by_conv[q["conversation_id"]][-1]["timestamp"]) < asked   # after the whole log
+
+
+# ----------------------------------------------------------------------------- 1.1.0: unanswerable, 1.0.0 unchanged
+
+# sha256 of memlab-lifelog 1.0.0's items.jsonl and queries.jsonl (the last release without unanswerable)
+V1_ITEMS_SHA256 = "a3f9cd604dcdf41f09c57416c30f031008afd3ded708bfcbcdd85236fe9df035"
+V1_QUERIES_SHA256 = "56ef0335c40493fd79ff0ca6bbb9e046352bb33e72874624fbc4dd419717574a"
+
+
+def test_items_and_answerable_questions_are_byte_identical_to_1_0_0(default):
+    """Unanswerable questions come from their own seeded stream: adding them changed no byte of 1.0.0,
+    so metrics on the answerable questions stay comparable across versions."""
+    folder = default[0]
+    assert hashlib.sha256((folder / "items.jsonl").read_bytes()).hexdigest() == V1_ITEMS_SHA256
+    lines = (folder / "queries.jsonl").read_text("utf-8").splitlines(keepends=True)
+    answerable = "".join(ln for ln in lines if json.loads(ln)["category"] != "unanswerable")
+    assert hashlib.sha256(answerable.encode("utf-8")).hexdigest() == V1_QUERIES_SHA256
+    _, items, queries = lifelog.generate(per_user={**lifelog.DEFAULT_PER_USER, "unanswerable": 0})
+    assert items == default[2] and queries == [q for q in default[3] if q["category"] != "unanswerable"]
+
+
+def test_unanswerable_questions_have_no_gold_and_spread_over_users_and_languages(default):
+    queries = _of(default[3], "unanswerable")
+    langs = Counter(q["meta"]["language"] for q in queries)
+    assert 18 <= langs["zh"] <= 22 and 18 <= langs["en"] <= 22, langs
+    per_conv = Counter(q["conversation_id"] for q in queries)
+    assert len(per_conv) == 8 and all(n == 5 for n in per_conv.values()), per_conv
+    for q in queries:
+        assert q["evidence"] == [] and q["query_id"].startswith(q["conversation_id"] + "-u")
+        key = q["meta"]["topic"].split(":", 1)[1]
+        assert q["text"] == lifelog.T.UNANSWERABLE[key][q["meta"]["language"]]
+        assert q["meta"]["near"] is lifelog.T.UNANSWERABLE[key]["near"]
+    assert {q["meta"]["near"] for q in queries} == {True, False}      # some near a stored subject
+
+
+def test_no_log_states_what_an_unanswerable_question_asks(default):
+    """Every item of every user avoids the words of each unanswerable topic's answer (the pool's
+    `absent`: zh substrings, en whole words), so no question of the category has an answer."""
+    texts = [i["text"] for i in default[2]]
+    for key, topic in lifelog.T.UNANSWERABLE.items():
+        zh, en = topic["absent"]
+        pattern = re.compile("|".join([re.escape(w) for w in zh]
+                                      + [rf"\b{re.escape(w)}\b" for w in en]), re.I)
+        hits = [t for t in texts if pattern.search(t)]
+        assert hits == [], (key, hits[:3])
+
+
+def test_unanswerable_questions_are_asked_after_the_log(default, index):
+    _, by_conv = index
+    for q in _of(default[3], "unanswerable"):
+        assert _t(by_conv[q["conversation_id"]][-1]["timestamp"]) < _t(q["asked_at"])
+
+
+def test_shipped_checksums_are_registered():
+    from memlab.bench.datasets import registry as R
+
+    spec = R.info("memlab-lifelog")
+    assert set(spec.sha256) == {"card.json", "items.jsonl", "queries.jsonl"}
+    assert R.verify("memlab-lifelog", SHIPPED) == {name: True for name in spec.sha256}
 
 
 # ----------------------------------------------------------------------------- categories

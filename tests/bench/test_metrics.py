@@ -182,3 +182,38 @@ def test_missing_empty_scores_unranked_queries_zero() -> None:
 def test_bad_ks_and_metric_names(ks, metrics) -> None:
     with pytest.raises(InvalidInput):
         evaluate({"q": ["a"]}, {"q": ["a"]}, ks=ks, metrics=metrics)
+
+
+# -- abstention (issue 7, defect 13) ------------------------------------------------------------
+def test_abstention_worked_by_hand() -> None:
+    """u1, u2 have no gold (unanswerable), a1, a2 have gold. u1 got nothing (abstained), u2 got a
+    memory; a1 got one, a2 nothing: abstention 1/2, answered 1/2."""
+    from memlab.bench.metrics import abstention
+
+    rankings = {"u1": [], "u2": ["x"], "a1": ["y", "z"], "a2": []}
+    qrels = {"u1": [], "u2": [], "a1": ["y"], "a2": ["w"]}
+    out = abstention(rankings, qrels)
+    assert list(out.index) == ["all"]
+    row = out.loc["all"]
+    assert row["abstention"] == 0.5 and row["answered"] == 0.5
+    assert row["n_unanswerable"] == 2 and row["n_answerable"] == 2
+    by = pd.Series({"u1": "zh", "u2": "en", "a1": "zh", "a2": "en"})
+    out = abstention(rankings, qrels, by=by)
+    assert list(out.index) == ["all", "en", "zh"]
+    assert out.loc["zh", "abstention"] == 1.0 and out.loc["zh", "answered"] == 1.0
+    assert out.loc["en", "abstention"] == 0.0 and out.loc["en", "answered"] == 0.0
+    assert out["n_unanswerable"].dtype.kind == "i"
+
+
+def test_abstention_without_unanswerable_questions_is_nan_and_bad_input_is_named() -> None:
+    from memlab.bench.metrics import abstention
+
+    out = abstention({"a": ["y"]}, {"a": ["y"]})
+    assert math.isnan(out.loc["all", "abstention"]) and out.loc["all", "answered"] == 1.0
+    assert out.loc["all", "n_unanswerable"] == 0
+    with pytest.raises(InvalidInput, match="qrels"):
+        abstention({"a": ["y"], "b": []}, {"a": ["y"]})
+    with pytest.raises(InvalidInput, match="by"):
+        abstention({"a": ["y"]}, {"a": ["y"]}, by=pd.Series({"b": "zh"}))
+    with pytest.raises(InvalidInput, match="rankings"):
+        abstention({}, {})

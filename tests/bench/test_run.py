@@ -19,7 +19,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import ConfigError
 
 REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
-               "timings", "counts"}
+               "timings", "counts", "abstention"}
 NDCG_RANK2 = 1 / math.log2(3)  # one gold item at rank 2
 
 
@@ -281,17 +281,41 @@ def test_track_outcome_one_preset_logs_one_run_without_parent(tiny_bench_folder,
     assert run.data.metrics["recall_at_1/music"] == 1.0
 
 
-def test_questions_without_gold_are_dropped_and_counted(tiny_bench, hashing_cfg, tmp_path):
-    """Abstention questions (no evidence) have nothing to recall: dropped before replay, counted."""
+def test_questions_without_gold_count_for_abstention_not_for_recall(tiny_bench, hashing_cfg,
+                                                                    tmp_path, tracking_uri):
+    """A question without evidence has nothing to recall: dropped from the recall metrics
+    (counted), but replayed and scored for abstention: it should get no memory at all."""
     from memlab.bench.datasets.canonical import Dataset, write_dataset
 
     q0 = tiny_bench.questions[0]
-    abstain = type(q0)(conversation_id=q0.conversation_id, query_id="abstain", text="nothing",
-                       asked_at=q0.asked_at, category="abstention", evidence=(), meta={})
+    abstain = type(q0)(conversation_id=q0.conversation_id, query_id="abstain",
+                       text="quantum chromodynamics", asked_at=q0.asked_at,
+                       category="unanswerable", evidence=(), meta={})
     ds = Dataset(card=tiny_bench.card, items=tiny_bench.items,
                  questions=tiny_bench.questions + (abstain,))
     write_dataset(ds, tmp_path / "abstain")
-    out = run_bench(dataset=str(tmp_path / "abstain"), presets=[("cosine", hashing_cfg)],
-                    progress=False)
+    # floor off (hashing_cfg: absolute 0) answers everything; the default zscore floor refuses
+    # the question about nothing stored and 'flight to Lisbon' (its item comes after the question)
+    presets = [("off", hashing_cfg),
+               ("zscore", hashing_cfg.replace(**{"recall.floor_mode": "zscore"}))]
+    out = run_bench(dataset=str(tmp_path / "abstain"), presets=presets, progress=False)
     assert out.counts["questions_without_evidence_dropped"] == 1
-    assert out.counts["questions"] == len(tiny_bench.questions)
+    assert out.counts["questions"] == len(tiny_bench.questions) + 1       # replayed
+    off, zs = out.results
+    assert list(off.per_query.index) == ["u1::q1", "u1::q2", "u1::q3", "u2::q1"]
+    assert off.aggregate.loc["all", "recall@1"] == pytest.approx(0.5)      # the 4 of conftest
+    assert off.rankings["u1::abstain"] != [] and zs.rankings["u1::abstain"] == []
+    assert off.abstention.loc["all"].to_dict() == {"abstention": 0.0, "answered": 1.0,
+                                                   "n_unanswerable": 1, "n_answerable": 4}
+    assert zs.abstention.loc["all"].to_dict() == {"abstention": 1.0, "answered": 0.75,
+                                                  "n_unanswerable": 1, "n_answerable": 4}
+    report = out.to_json()
+    assert report["abstention"]["zscore"]["all"] == {"abstention": 1.0, "answered": 0.75,
+                                                     "n_unanswerable": 1, "n_answerable": 4}
+    table = format_table(out)
+    assert "abstention" in table and "answered" in table
+    ids = track_outcome(out, run_dir=write_artifacts(out, tmp_path / "results"),
+                        tracking_uri=tracking_uri, experiment="abstain")
+    run = _client(tracking_uri).get_run(ids["zscore"]["run_id"])
+    assert run.data.metrics["abstention"] == 1.0 and run.data.metrics["answered"] == 0.75
+    assert run.data.metrics["n_unanswerable"] == 1

@@ -16,7 +16,8 @@ from memlab.recall import score as sc
 from memlab.recall.features import make_table
 
 LN2 = math.log(2)
-CFG = MemlabConfig().replace(**{"recall.relevance_floor": 0.0})  # floor off: pure formulas
+CFG = MemlabConfig().replace(**{"recall.floor_mode": "absolute",   # floor off: pure formulas
+                                "recall.relevance_floor": 0.0})
 
 
 def _additive_sum(s: sc.Scored) -> np.ndarray:
@@ -148,6 +149,67 @@ def test_relevance_floor():
     np.testing.assert_array_equal(sc.score(t, cfg).relevant, [True, False, True, False])
     # floor 0 disables: every row relevant, NaN cosine included
     assert sc.score(t, CFG).relevant.all()
+
+
+# -- the zscore relevance floor (issue 7, defect 13) -------------------------------------------------
+ZCFG = MemlabConfig()                  # the default: floor_mode zscore, relevance_z 2.0
+
+
+def test_zscore_floor_is_the_smaller_of_the_two_z_scores_worked_by_hand():
+    z = sc.floor_z(np.array([0.86, 0.86, 0.80]), np.array([0.80, 0.80, 0.80]),
+                   np.array([0.02, 0.02, 0.02]), np.array([0.78, 0.83, 0.70]),
+                   np.array([0.03, 0.03, 0.05]))
+    # row 0: z_query = (0.86 - 0.80) / 0.02 = 3.0, z_memory = (0.86 - 0.78) / 0.03 = 2.667
+    # row 1: z_query 3.0, z_memory = (0.86 - 0.83) / 0.03 = 1.0      (a hub memory: near everything)
+    # row 2: z_query = 0 (as close as a typical unrelated memory), z_memory = 0.10 / 0.05 = 2.0
+    np.testing.assert_allclose(z, [0.08 / 0.03, 1.0, 0.0], atol=1e-9)
+
+
+def test_zscore_floor_is_scale_free_across_embedders():
+    """The same rule on an e5-like cosine range (unrelated ~0.80) and a hashing-like one (~0):
+    the same standing-out passes, whatever the embedder's offset and spread."""
+    e5 = sc.floor_z(np.array([0.85]), np.array([0.80]), np.array([0.02]), np.array([0.79]),
+                    np.array([0.02]))                      # min(2.5, 3.0) = 2.5
+    hashing = sc.floor_z(np.array([0.25]), np.array([0.0]), np.array([0.1]), np.array([0.01]),
+                         np.array([0.08]))                 # min(2.5, 3.0) = 2.5
+    np.testing.assert_allclose([e5[0], hashing[0]], [2.5, 2.5])
+
+
+def test_zscore_floor_edges_zero_spread_and_nan():
+    z = sc.floor_z(np.array([0.5, 0.4, 0.4, np.nan]), np.array([0.4] * 4), np.array([0.0] * 4),
+                   np.array([0.0] * 4), np.array([0.1] * 4))
+    assert z[0] == pytest.approx(5.0)                     # min(0.1 / 0 = +inf, 0.5 / 0.1 = 5)
+    assert np.isnan(z[1]) and np.isnan(z[3])              # 0/0 at the mean; NaN cosine
+
+
+def test_zscore_relevance_mask_with_the_lexical_floor():
+    t = _hand_row(cosine=[0.86, 0.86, 0.80, np.nan, 0.70], lexical=[0.0, 0.0, 0.5, 0.5, 0.1],
+                  q_bg_mean=[0.80] * 5, q_bg_std=[0.02] * 5, m_bg_mean=[0.78, 0.83, 0.7, 0.7, 0.7],
+                  m_bg_std=[0.03] * 5)
+    s = sc.score(t, ZCFG)
+    # z: 2.667 pass; 1.0 fail; 0 but lexical 0.5 >= 0.34 pass; NaN cosine, lexical pass; both fail
+    np.testing.assert_array_equal(s.relevant, [True, False, True, True, False])
+    np.testing.assert_allclose(s.components["floor_z"][:3], [0.08 / 0.03, 1.0, 0.0], atol=1e-5)
+    assert not sc.score(t, ZCFG.replace(**{"recall.relevance_z": 3.0})).relevant[0]   # 2.667 < 3
+    assert sc.score(t, ZCFG.replace(**{"recall.relevance_z": 0.5})).relevant[1]       # 1.0 >= 0.5
+    for name in ("cosine", "bm25", "rrf", "generative_agents", "dialog_tree"):
+        assert "floor_z" in sc.score(t, ZCFG, scorer=name).components
+
+
+def test_zscore_floor_refuses_a_table_without_background_statistics():
+    t = _hand_row(cosine=[0.9, np.nan])
+    with pytest.raises(InvalidInput, match="background") as err:
+        sc.score(t, ZCFG)
+    assert err.value.field == "table.q_bg_mean"
+    only_lexical = _hand_row(cosine=[np.nan], lexical=[0.5])   # no cosine: nothing to calibrate
+    assert sc.score(only_lexical, ZCFG).relevant.tolist() == [True]
+
+
+def test_absolute_mode_keeps_the_fixed_floor_and_no_floor_z():
+    t = _hand_row(cosine=[0.81, 0.79], lexical=[0.0, 0.0])
+    cfg = ZCFG.replace(**{"recall.floor_mode": "absolute"})      # relevance_floor 0.80
+    s = sc.score(t, cfg)
+    assert s.relevant.tolist() == [True, False] and "floor_z" not in s.components
 
 
 def test_nan_cosine_counts_as_zero_relevance_in_reverie():

@@ -11,7 +11,8 @@ from memlab.recall.features import make_table
 from memlab.recall.score import Scored, score
 from memlab.recall.select import explain_frame, select
 
-CFG = MemlabConfig().replace(**{"recall.relevance_floor": 0.0})  # floor off: pure formulas
+CFG = MemlabConfig().replace(**{"recall.floor_mode": "absolute",   # floor off: pure formulas
+                                "recall.relevance_floor": 0.0})
 
 
 def _scored(scores, *, eligible=None, relevant=None):

@@ -119,8 +119,13 @@ for _spec in (
                 "memdaily", options={"noise": "distractors per message: 0, 9, 49, 99, 199 (0)",
                                      "seed": "distractor seed (0)",
                                      "pool_path": "MemoryBank folder (<root>/memorybank/cn)", **_LENIENT}),
+    # 1.1.0 (unanswerable questions added; items and 1.0.0 questions unchanged): regenerate with
+    # `python -m memlab.bench.lifelog --out datasets/memlab-lifelog`, then update these
     DatasetSpec("memlab-lifelog", _load_canonical, "memlab's own labelled lifelog recall set (canonical format, "
-                "shipped with the repository)", "mixed", "CC0-1.0 (see its card.json)", "(bundled with memlab)", {},
+                "shipped with the repository)", "mixed", "CC0-1.0 (see its card.json)", "(bundled with memlab)",
+                {"card.json": "7f3968c7e7fedf345eff23575255efb3582d964b63d1da99c57fb05aa0fbd989",
+                 "items.jsonl": "a3f9cd604dcdf41f09c57416c30f031008afd3ded708bfcbcdd85236fe9df035",
+                 "queries.jsonl": "a400f34098442afdd654c144b14a1096fa3699ec1cd852cc98239b8260b50c89"},
                 "datasets/memlab-lifelog", bundled=True, options=_LENIENT),
 ):
     register(_spec)

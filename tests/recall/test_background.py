@@ -1,0 +1,220 @@
+"""memlab.recall.background: the sample that calibrates the zscore relevance floor (issue 7,
+defect 13): language of a text, the shipped sample, the statistics worked out by hand, the
+feature-table columns, and 'embedded once per embedder version' through the store's cache."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import memlab
+from memlab.clock import FixedClock
+from memlab.config import MemlabConfig
+from memlab.embed import HashingEmbedder
+from memlab.errors import ConfigError, EmbeddingUnavailable
+from memlab.recall import background as B
+
+CJK = re.compile(r"[\u3400-\u9fff]")
+HASHING = MemlabConfig().replace(**{"embedding.backend": "hashing"})   # default floor: zscore
+
+
+@pytest.mark.parametrize("text, share, code", [
+    ("用户最喜欢玩星露谷物语", 1.0, B.ZH),
+    ("I like green tea", 0.0, B.EN),
+    ("Lim Jia Hui: 我今天去爬山了，好累", 9 / (9 + 3), B.ZH),   # 9 characters, 3 Latin words
+    ("The user likes 星露谷物语", 5 / (5 + 3), B.BOTH),        # mixed: both samples pooled
+    ("🙂🙂 123 !!", math.nan, B.BOTH),                          # neither: both
+])
+def test_language_is_the_share_of_cjk_characters_against_latin_words(text, share, code):
+    got = B.cjk_share(text)
+    assert (math.isnan(got) and math.isnan(share)) or got == pytest.approx(share)
+    assert B.language_codes([text], MemlabConfig().recall).tolist() == [code]
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from("ab Zé×你好\U00020001 1!\n🙂"), max_size=12),
+                max_size=6))
+def test_batch_language_codes_agree_with_the_share_of_each_text(texts):
+    rc = MemlabConfig().recall
+    expected = [B.BOTH if math.isnan(s := B.cjk_share(t)) else
+                B.ZH if s >= rc.background_zh_share else B.EN if s <= rc.background_en_share
+                else B.BOTH for t in texts]
+    assert B.language_codes(texts, rc).tolist() == expected
+
+
+def test_language_thresholds_come_from_config():
+    rc = MemlabConfig().replace(**{"recall.background_zh_share": 0.6}).recall
+    assert B.language_codes(["The user likes 星露谷物语"], rc).tolist() == [B.ZH]   # 0.625
+    with pytest.raises(ConfigError, match="background_en_share"):
+        MemlabConfig().replace(**{"recall.background_en_share": 0.8})
+
+
+def test_the_shipped_sample_has_300_sentences_per_language():
+    texts = B.load_texts(MemlabConfig().recall)
+    assert set(texts) == {"zh", "en"}
+    for lang, lines in texts.items():
+        assert len(lines) == 300 == len(set(lines))
+        assert not any(t.startswith("#") for t in lines)
+        assert all(bool(CJK.search(t)) == (lang == "zh") for t in lines), lang
+    short = B.load_texts(MemlabConfig().replace(**{"recall.background_max": 10}).recall)
+    assert short["zh"] == texts["zh"][:10] and short["en"] == texts["en"][:10]
+
+
+def test_a_sample_of_ones_own_and_its_errors(tmp_path):
+    (tmp_path / "background_zh.txt").write_text("# 注释\n今天下雨了。\n\n我去上班了。\n", "utf-8")
+    (tmp_path / "background_en.txt").write_text("It rained.\nI went to work.\n", "utf-8")
+    rc = MemlabConfig().replace(**{"recall.background_dir": str(tmp_path)}).recall
+    assert B.load_texts(rc) == {"zh": ["今天下雨了。", "我去上班了。"],
+                                "en": ["It rained.", "I went to work."]}
+    (tmp_path / "background_en.txt").write_text("It rained.\n", "utf-8")
+    with pytest.raises(ConfigError, match="at least 2") as err:
+        B.load_texts(rc)
+    assert err.value.key == "recall.background_dir"
+    (tmp_path / "background_en.txt").unlink()
+    with pytest.raises(ConfigError, match="background_en.txt"):
+        B.load_texts(rc)
+
+
+def _tiny() -> B.Background:
+    docs = {"zh": np.array([[1, 0], [0, 1]], np.float32), "en": np.array([[1, 0], [1, 0]],
+                                                                         np.float32)}
+    queries = {"zh": np.array([[0, 1], [0, 1]], np.float32), "en": np.array([[1, 0], [0, 1]],
+                                                                            np.float32)}
+    return B.Background.from_vectors("tiny", docs, queries)
+
+
+def test_statistics_worked_by_hand():
+    bg = _tiny()
+    mean, std = bg.query_stats(np.array([1.0, 0.0]))
+    # zh docs: cosines (1, 0): mean 0.5, std 0.5; en (1, 1): 1, 0; both (1, 0, 1, 1): 0.75, sqrt(3)/4
+    np.testing.assert_allclose(mean, [0.5, 1.0, 0.75])
+    np.testing.assert_allclose(std, [0.5, 0.0, math.sqrt(3) / 4])
+    m = np.array([[1.0, 0.0], [0.6, 0.8]])
+    mean, std = bg.memory_stats(m, B.EN)     # against en queries (1,0), (0,1)
+    np.testing.assert_allclose(mean, [0.5, 0.7])
+    np.testing.assert_allclose(std, [0.5, 0.1])
+    mean, std = bg.memory_stats(m, B.ZH)     # against zh queries (0,1), (0,1)
+    np.testing.assert_allclose(mean, [0.0, 0.8])
+    np.testing.assert_allclose(std, [0.0, 0.0])
+    assert bg.memory_stats(np.zeros((0, 2)), B.BOTH)[0].shape == (0,)
+
+
+def test_the_sample_is_embedded_once_per_embedder_version_and_sample(monkeypatch):
+    monkeypatch.setattr(B, "_MEMO", {})
+    calls = []
+
+    def embed(texts, query):
+        calls.append((len(texts), query))
+        return np.ones((len(texts), 2), np.float32) / math.sqrt(2)
+
+    rc = MemlabConfig().replace(**{"recall.background_max": 5}).recall
+    first = B.background_for(rc, version="v1", embed=embed)
+    assert B.background_for(rc, version="v1", embed=embed) is first
+    assert calls == [(5, False), (5, False), (5, True), (5, True)]       # zh, en docs; zh, en queries
+    B.background_for(rc, version="v2", embed=embed)                       # another embedder
+    B.background_for(MemlabConfig().recall, version="v1", embed=embed)   # another sample
+    assert len(calls) == 12
+
+
+def test_feature_columns_hold_the_statistics_of_each_side():
+    """A zh query and a zh / an en memory: q_bg_* against the sample in the memory's language,
+    m_bg_* against the sample (as questions) in the query's language."""
+    clock = FixedClock(1_750_000_000)
+    with memlab.open_store(":memory:", config=HASHING, clock=clock) as st:
+        st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
+        st.add("My favourite game is Stardew Valley", importance=0.9)
+        bg = st.background()
+        query = "我最喜欢什么游戏"
+        feats = st.features([query, "favourite game"], k=5, now=clock.now())
+        t = feats.table
+        for qid, q in enumerate([query, "favourite game"]):
+            qvec = st.embedder.embed_queries([q])[0]
+            qlang = "zh" if qid == 0 else "en"
+            for _, row in t[t["qid"] == qid].iterrows():
+                text = feats.texts[int(row["row"])]
+                mlang = "zh" if CJK.search(text) else "en"
+                qcos = bg.docs[{"zh": B.ZH, "en": B.EN}[mlang]] @ qvec
+                mvec = st.embedder.embed_documents([text])[0]
+                mcos = bg.queries[{"zh": B.ZH, "en": B.EN}[qlang]] @ mvec
+                assert row["q_bg_mean"] == pytest.approx(qcos.mean(), abs=1e-6)
+                assert row["q_bg_std"] == pytest.approx(qcos.std(), abs=1e-6)
+                assert row["m_bg_mean"] == pytest.approx(mcos.mean(), abs=1e-6)
+                assert row["m_bg_std"] == pytest.approx(mcos.std(), abs=1e-6)
+        assert len(t) >= 3
+
+
+def test_the_sample_goes_through_the_stores_embedding_cache(tmp_path, monkeypatch,
+                                                            counting_embedder):
+    """Embedded at the first recall, then read from the store's cache: reopening the store (in a
+    fresh process: the in-memory copy dropped) embeds none of it again."""
+    sample = B.load_texts(HASHING.recall)
+    texts = set(sample["zh"]) | set(sample["en"])
+    path = tmp_path / "m.sqlite"
+    clock = FixedClock(1_750_000_000)
+    monkeypatch.setattr(B, "_MEMO", {})
+    with memlab.open_store(path, config=HASHING, clock=clock, embedder=counting_embedder) as st:
+        st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
+        st.recall("我最喜欢什么游戏", k=3)
+        assert texts <= set(counting_embedder.documents) and texts <= set(counting_embedder.queries)
+    monkeypatch.setattr(B, "_MEMO", {})
+    counting_embedder.documents.clear(), counting_embedder.queries.clear()
+    with memlab.open_store(path, config=HASHING, clock=clock, embedder=counting_embedder) as st:
+        assert st.recall("我最喜欢什么游戏", k=3).texts == ["我最喜欢的游戏是星露谷物语"]
+    assert counting_embedder.documents == [] and counting_embedder.queries == ["我最喜欢什么游戏"]
+
+
+class _SampleRefusingEmbedder(HashingEmbedder):
+    """Embeds memories and questions, but fails on the background sample (a model that breaks
+    mid-session): recall must degrade to lexical, say so and count it, not fabricate a floor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        sample = B.load_texts(MemlabConfig().recall)
+        self.refuse = set(sample["zh"]) | set(sample["en"])
+
+    def embed_documents(self, texts):
+        if any(t in self.refuse for t in texts):
+            raise EmbeddingUnavailable("model file vanished")
+        return super().embed_documents(texts)
+
+
+def test_a_sample_that_cannot_be_embedded_degrades_recall_to_lexical(monkeypatch):
+    monkeypatch.setattr(B, "_MEMO", {})
+    clock = FixedClock(1_750_000_000)
+    with memlab.open_store(":memory:", config=HASHING, clock=clock,
+                           embedder=_SampleRefusingEmbedder()) as st:
+        st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
+        st.add("今天午饭吃了牛肉面", importance=0.3)
+        res = st.recall("星露谷物语", k=3)
+        assert res.texts == ["我最喜欢的游戏是星露谷物语"]            # lexical: 3 of 3 terms shared
+        assert np.isnan(res.frame["relevance"]).all() or (res.frame["relevance"] == 0).all()
+        assert any("background sample not embedded" in n for n in res.notes)
+        st.recall("牛肉面", k=3)
+        key = [k for k in st.stats if "background sample not embedded" in k]
+        assert len(key) == 1 and st.stats[key[0]] == 2
+
+
+def test_a_cache_that_cannot_be_written_still_gives_the_floor(monkeypatch):
+    """The first recall writes the sample's vectors into the store's embedding cache; a store
+    that refuses the write (locked, read-only) still gets its floor, embedded without the cache
+    (noted, counted), and the same memories as with the cache."""
+    from memlab.errors import StoreError
+
+    monkeypatch.setattr(B, "_MEMO", {})
+    clock = FixedClock(1_750_000_000)
+    with memlab.open_store(":memory:", config=HASHING, clock=clock) as st:
+        st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
+        st.add("今天午饭吃了牛肉面", importance=0.3)
+
+        def refuse(*args, **kwargs):
+            raise StoreError("database is locked (store :memory:)")
+
+        monkeypatch.setattr(st._store, "embed_cached", refuse)
+        res = st.recall("我最喜欢什么游戏", k=3)
+        assert res.texts == ["我最喜欢的游戏是星露谷物语"] and res.frame.loc[0, "floor_z"] > 2
+        assert sum("background sample not cached" in n for n in res.notes) == 1
+        # counted per embedding call: zh and en, each as memories and as questions
+        assert sum(v for k, v in st.stats.items() if "not cached" in k) == 4
