@@ -22,12 +22,13 @@ from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput, StoreError
 from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
-from memlab.recall.background import Background, background_for
+from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
 from memlab.store import Store
+from memlab.store.cache import FreshVectors
 from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
 from memlab.text import extract_entities, memory_terms
 from memlab.types import (COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
@@ -54,6 +55,7 @@ class MemoryStore:
         self.clock = clock
         self.stats: Counter[str] = Counter()
         self._bg: Background | None = None
+        self._bg_cached = False   # the store's cache holds the background sample (see add)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -122,12 +124,14 @@ class MemoryStore:
         rc = self.config.recall
         terms = [memory_terms(r.text, term_cap=rc.term_cap, text_cap=rc.text_cap) for r in records]
         ents = [extract_entities(r.text, min_chars=self.config.entity.min_chars) for r in records]
-        fresh = None
-        if vectors is None:
-            vectors, fresh = self._embed_documents([r.text for r in records])
+        fresh: list[FreshVectors] = []
+        if vectors is None:   # embedded here: the cache gets them and what the sample lacks
+            vectors, new = self._embed_documents([r.text for r in records])
+            fresh = ([new] if new is not None else []) + self._background_rows()
         elif len(vectors) != len(records):
             raise InvalidInput("vectors", f"one vector per item ({len(records)})", len(vectors))
         stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors, fresh=fresh)
+        self._bg_cached = self._bg_cached or bool(fresh)
         self.stats["added"] += len(stored)
         return stored
 
@@ -299,31 +303,44 @@ class MemoryStore:
 
     def background(self, notes: list[str] | None = None) -> Background | None:
         """The background sample embedded by this store's embedder (the zscore relevance floor's
-        calibration, :mod:`memlab.recall.background`): embedded once per embedder version
-        through the store's embedding cache, then kept in memory. None when the embedder cannot
-        embed it: recall then degrades to lexical (logged once, counted, noted)."""
+        calibration, :mod:`memlab.recall.background`), kept in memory once embedded. Read through
+        the store's embedding cache, never written to it here (a recall does not write): the
+        store's next add caches what it lacks. None when the embedder cannot embed it: recall
+        then degrades to lexical (logged once, counted, noted)."""
         if self._bg is None and self._embedder is not None:
-            embedder = self._embedder
-
-            def embed(texts: list[str], query: bool) -> np.ndarray:
-                try:
-                    return self._store.embed_cached(embedder, texts, query=query)
-                except StoreError as exc:   # the cache cannot be written (locked, read-only)
-                    what = self._degraded(f"background sample not cached ({exc})")
-                    if notes is not None and what not in notes:
-                        notes.append(what)
-                    fn = embedder.embed_queries if query else embedder.embed_documents
-                    return fn(texts)
-
             try:
-                self._bg = background_for(self.config.recall, version=embedder.version,
-                                          embed=embed)
+                self._bg = background_for(self.config.recall, version=self._embedder.version,
+                                          embed=self._lookup_embed)
             except EmbeddingUnavailable as exc:
                 what = self._degraded(f"lexical recall only: background sample not embedded "
                                       f"({exc})")
                 if notes is not None:
                     notes.append(what)
         return self._bg
+
+    def _background_rows(self) -> list[FreshVectors]:
+        """The background sample's vectors the store's embedding cache lacks, for the add that
+        embeds its own texts to cache in its transaction (checked once per opened store). An
+        embedder that cannot embed the sample leaves it uncached: recall says so (see
+        :meth:`background`), the add goes on."""
+        if self._bg_cached or self._embedder is None:
+            return []
+        if self._bg is None:
+            embedder = self._embedder
+            try:
+                self._bg = background_for(self.config.recall, version=embedder.version,
+                                          embed=self._lookup_embed)
+            except EmbeddingUnavailable:
+                self._bg_cached = True   # not retried at every add; recall notes it
+                return []
+        return missing_cache_rows(self._bg, load_texts(self.config.recall), self._store.embeddings)
+
+    def _lookup_embed(self, texts: list[str], query: bool) -> np.ndarray:
+        """The embedder's vectors of ``texts`` through the store's cache, read only."""
+        embedder = self._embedder
+        key = embedder.version + ("|query" if query else "")
+        fn = embedder.embed_queries if query else embedder.embed_documents
+        return self._store.embeddings.lookup(key, texts, fn)[0]
 
     def _k(self, k: Any) -> int:
         """The validated k of a call (None: ``recall.k``): a whole number in [1, max k], max k

@@ -17,9 +17,11 @@ Latin letters counts once, as a CJK character carries about a word): ``zh`` at o
 ``recall.background_zh_share``, ``en`` at or below ``recall.background_en_share``, both samples
 pooled in between (mixed text) or when it has neither.
 
-The sample is embedded once per embedder version through an embedding cache (the store's, or the
-benchmark's), and kept in process memory by (embedder version, sample) so that in-memory stores
-opened one after another do not embed it again.
+The sample is embedded once per embedder version and kept in process memory by (embedder version,
+sample), so that stores opened one after another do not embed it again. A store keeps it in its
+embedding cache too, so that the next process reads it instead of embedding it: a recall only reads
+that cache (reads never write); the store's next write adds what it lacks
+(:func:`missing_cache_rows`), in the write's own transaction. Benchmarks use their own cache.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ import numpy as np
 
 from memlab.config import RecallConfig
 from memlab.errors import ConfigError
+from memlab.store.cache import EmbeddingCache, FreshVectors
 
 __all__ = ["LANGUAGES", "ZH", "EN", "BOTH", "Background", "language_codes", "cjk_share",
-           "load_texts", "background_for"]
+           "load_texts", "background_for", "missing_cache_rows"]
 
 ZH, EN, BOTH = 0, 1, 2
 LANGUAGES = ("zh", "en")
@@ -189,3 +192,18 @@ def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn) -> Backgro
             _MEMO.pop(next(iter(_MEMO)))
         _MEMO[key] = got
     return got
+
+
+def missing_cache_rows(bg: Background, texts: dict[str, list[str]], cache: EmbeddingCache
+                       ) -> list[FreshVectors]:
+    """The vectors of ``bg`` (embedded from ``texts``, :func:`load_texts`) that ``cache`` lacks,
+    keyed as the store keys them (documents by the embedder version, queries by
+    ``version + '|query'``), for a write to cache in its transaction; [] when all are there."""
+    out: list[FreshVectors] = []
+    for key, side in ((bg.version, bg.docs), (bg.version + "|query", bg.queries)):
+        for code, lang in enumerate(LANGUAGES):
+            hits = cache.get_many(key, texts[lang])
+            miss = [i for i in range(len(texts[lang])) if i not in hits]
+            if miss:
+                out.append(FreshVectors(key, tuple(texts[lang][i] for i in miss), side[code][miss]))
+    return out

@@ -158,11 +158,12 @@ class Store:
 
     def add(self, records: Sequence[MemoryRecord], *, terms: Sequence[Sequence[str]],
             entities: Sequence[Sequence[str]], vectors: Any = None,
-            fresh: FreshVectors | None = None) -> list[MemoryRecord]:
+            fresh: Sequence[FreshVectors] = ()) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
 
-        ``fresh``: vectors embedded for these records and not cached yet (:meth:`lookup_cached`),
-        written to the embedding cache in the same transaction: a refused add caches nothing.
+        ``fresh``: vectors embedded and not cached yet (these records' texts, :meth:`lookup_cached`;
+        the background sample), written to the embedding cache in the same transaction: a refused
+        add caches nothing.
 
         Without vectors the records are pending for the embedder's version. An all-zero vector
         means the embedder gives that text none: the record is stored with embedding_status
@@ -179,8 +180,8 @@ class Store:
         with transaction(self.conn):
             rowids = self.repo.add(records, terms=terms, entities=entities)
             applied = self._put(rowids, none, arr)
-            if fresh is not None:
-                fresh.write(self.embeddings)
+            for f in fresh:
+                f.write(self.embeddings)
         self._applied(*applied)
         version = self.vectors.model_version
         return [dataclasses.replace(r, embedding_status="none" if empty else "ready",

@@ -15,7 +15,7 @@ import memlab
 from memlab.clock import FixedClock
 from memlab.config import MemlabConfig
 from memlab.embed import HashingEmbedder
-from memlab.errors import ConfigError, EmbeddingUnavailable
+from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput
 from memlab.recall import background as B
 
 CJK = re.compile(r"[\u3400-\u9fff]")
@@ -148,8 +148,9 @@ def test_feature_columns_hold_the_statistics_of_each_side():
 
 def test_the_sample_goes_through_the_stores_embedding_cache(tmp_path, monkeypatch,
                                                             counting_embedder):
-    """Embedded at the first recall, then read from the store's cache: reopening the store (in a
-    fresh process: the in-memory copy dropped) embeds none of it again."""
+    """Embedded once, cached by the store's first add (in the add's transaction), then read from
+    the store's cache: reopening the store (in a fresh process: the in-memory copy dropped)
+    embeds none of it again."""
     sample = B.load_texts(HASHING.recall)
     texts = set(sample["zh"]) | set(sample["en"])
     path = tmp_path / "m.sqlite"
@@ -157,13 +158,40 @@ def test_the_sample_goes_through_the_stores_embedding_cache(tmp_path, monkeypatc
     monkeypatch.setattr(B, "_MEMO", {})
     with memlab.open_store(path, config=HASHING, clock=clock, embedder=counting_embedder) as st:
         st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
-        st.recall("我最喜欢什么游戏", k=3)
         assert texts <= set(counting_embedder.documents) and texts <= set(counting_embedder.queries)
+        st.recall("我最喜欢什么游戏", k=3)
     monkeypatch.setattr(B, "_MEMO", {})
     counting_embedder.documents.clear(), counting_embedder.queries.clear()
     with memlab.open_store(path, config=HASHING, clock=clock, embedder=counting_embedder) as st:
         assert st.recall("我最喜欢什么游戏", k=3).texts == ["我最喜欢的游戏是星露谷物语"]
     assert counting_embedder.documents == [] and counting_embedder.queries == ["我最喜欢什么游戏"]
+
+
+def _cached(st) -> int:
+    return st._store.embeddings.count()
+
+
+def test_a_recall_never_writes_the_sample_the_next_add_does(tmp_path, monkeypatch):
+    """A store whose cache lacks the sample (written with precomputed vectors, as benchmarks
+    write): recall embeds it in memory and writes nothing (reads never write); the next add that
+    embeds its own text caches it, in its transaction; a refused add caches none of it."""
+    monkeypatch.setattr(B, "_MEMO", {})
+    clock = FixedClock(1_750_000_000)
+    n = 2 * sum(len(v) for v in B.load_texts(HASHING.recall).values())   # as memories, as questions
+    with memlab.open_store(tmp_path / "m.sqlite", config=HASHING, clock=clock) as st:
+        st.add_many([{"text": "我最喜欢的游戏是星露谷物语", "importance": 0.9}],
+                    vectors=st.embedder.embed_documents(["我最喜欢的游戏是星露谷物语"]))
+        assert _cached(st) == 1                      # the memory's own vector, not the sample
+        res = st.recall("我最喜欢什么游戏", k=3)
+        assert res.texts == ["我最喜欢的游戏是星露谷物语"] and res.frame.loc[0, "floor_z"] > 2
+        assert _cached(st) == 1
+        with pytest.raises(InvalidInput):
+            st.add_many([{"text": "今天午饭吃了牛肉面"}, {"text": "a", "id": ""}])
+        assert _cached(st) == 1
+        st.add("今天午饭吃了牛肉面", importance=0.3)
+        assert _cached(st) == n + 2
+        st.add("明天去爬山")
+        assert _cached(st) == n + 3
 
 
 class _SampleRefusingEmbedder(HashingEmbedder):
@@ -195,26 +223,3 @@ def test_a_sample_that_cannot_be_embedded_degrades_recall_to_lexical(monkeypatch
         st.recall("牛肉面", k=3)
         key = [k for k in st.stats if "background sample not embedded" in k]
         assert len(key) == 1 and st.stats[key[0]] == 2
-
-
-def test_a_cache_that_cannot_be_written_still_gives_the_floor(monkeypatch):
-    """The first recall writes the sample's vectors into the store's embedding cache; a store
-    that refuses the write (locked, read-only) still gets its floor, embedded without the cache
-    (noted, counted), and the same memories as with the cache."""
-    from memlab.errors import StoreError
-
-    monkeypatch.setattr(B, "_MEMO", {})
-    clock = FixedClock(1_750_000_000)
-    with memlab.open_store(":memory:", config=HASHING, clock=clock) as st:
-        st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
-        st.add("今天午饭吃了牛肉面", importance=0.3)
-
-        def refuse(*args, **kwargs):
-            raise StoreError("database is locked (store :memory:)")
-
-        monkeypatch.setattr(st._store, "embed_cached", refuse)
-        res = st.recall("我最喜欢什么游戏", k=3)
-        assert res.texts == ["我最喜欢的游戏是星露谷物语"] and res.frame.loc[0, "floor_z"] > 2
-        assert sum("background sample not cached" in n for n in res.notes) == 1
-        # counted per embedding call: zh and en, each as memories and as questions
-        assert sum(v for k, v in st.stats.items() if "not cached" in k) == 4
