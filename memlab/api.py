@@ -200,9 +200,7 @@ class MemoryStore:
         """Load (or bring up to date) the in-process read indexes now — the MemoryIndex of
         ``store.memory_index = "memory"`` and the dense ExactIndex — instead of at the next
         recall (~0.5 s per 10k memories at first load; later only the changed rows are read)."""
-        self._store.signals(load=True)
-        if self._store.dense is not None and self._store.dense.index is not None:
-            self._store.dense.index.sync(self._store.vectors)
+        self._store.warm()
 
     def recall(self, query: str, *, k: int | None = None, clock: Clock | None = None,
                agent_id: str | None = None, user_id: str | None = None) -> RecallResult:
@@ -217,6 +215,12 @@ class MemoryStore:
         scope = Scope(agent_id or cfg.writer.default_agent_id, user_id or cfg.writer.default_user_id)
         notes: list[str] = []
         qv = self._embed_query(query, notes)
+        # every read of the store from here on sees one committed state (Store.read)
+        return self._store.read(lambda: self._recall_read(query, qv, scope, now, k, notes))
+
+    def _recall_read(self, query: str, qv: np.ndarray | None, scope: Scope, now: float, k: int,
+                     notes: list[str]) -> RecallResult:
+        cfg = self.config
         feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
                                dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
         table = feats.columns
@@ -250,9 +254,9 @@ class MemoryStore:
                 self._degraded(f"lexical recall only: {exc}")
         if not cfg.recall.use_dense:
             query_vectors = None
-        return build_features(list(queries), query_vectors=query_vectors,
-                              repo=self._store.signals(),
-                              dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg)
+        return self._store.read(lambda: build_features(
+            list(queries), query_vectors=query_vectors, repo=self._store.signals(),
+            dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg))
 
     def _embed_query(self, query: str, notes: list[str]) -> np.ndarray | None:
         if self._embedder is None or not self.config.recall.use_dense:

@@ -26,6 +26,7 @@ from .facade import DenseView, Store
 from .memindex import MemoryIndex
 from .migrations import LATEST, MIGRATIONS, migrate, schema_version
 from .repository import Repository, validate_record
+from .snapshot import in_read_snapshot, in_write_transaction, read_snapshot
 from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter, quarters_between,
                       registered_tables, table_name)
 
@@ -56,5 +57,6 @@ def vector_cache(conn: Connection, *, model_version: str, dim: int,
 __all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "Store", "ExactIndex", "LATEST", "MIGRATIONS", "MemoryIndex",
            "Repository",
            "VectorCache", "VectorMeta", "connect", "driver", "load_meta", "migrate", "open_store",
+           "in_read_snapshot", "in_write_transaction", "read_snapshot",
            "quantize_int8", "quarter", "quarters_between", "registered_tables", "schema_version",
            "table_name", "text_hash", "transaction", "validate_record", "vector_cache"]

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from memlab.errors import InvalidInput, StoreError
+from memlab.errors import InvalidInput, StoreError, StoreInconsistent
 
 from .connect import Connection, transaction
 
@@ -96,8 +96,9 @@ def load_meta(conn: Connection, rowids: Sequence[int]) -> list[VectorMeta]:
         "FROM memory_records WHERE rowid IN (SELECT value FROM json_each(?))",
         (json.dumps(rowids),))}
     missing = [r for r in rowids if r not in found]
-    if missing:
-        raise InvalidInput("rowids", "unknown rowid", missing[0])
+    if missing:   # rowids come from the store itself: an internal fault, not the caller's input
+        raise StoreInconsistent(f"rowid {missing[0]} has no record in memory_records "
+                                f"({len(missing)} of {len(rowids)} missing)")
     return [found[r] for r in rowids]
 
 
@@ -273,14 +274,17 @@ class VectorCache:
         return np.frombuffer(blob, np.float32)
 
     def vectors(self, rowids: Sequence[int]) -> np.ndarray:
-        """Stored vectors (float32, int8 dequantised) in input order; unknown rowid: InvalidInput."""
+        """Stored vectors (float32, int8 dequantised) in input order. Callers ask for rowids the
+        table holds (:meth:`_present`, in the same transaction); a missing one is an internal
+        fault: :class:`StoreInconsistent`."""
         rowids = [int(r) for r in rowids]
         found = dict(self.conn.execute(
             f"SELECT rowid, embedding FROM {self.table} WHERE rowid IN "
             f"(SELECT value FROM json_each(?))", (json.dumps(rowids),)))
         missing = [r for r in rowids if r not in found]
         if missing:
-            raise InvalidInput("rowids", f"no vector for model {self.model_version!r}", missing[0])
+            raise StoreInconsistent(f"rowid {missing[0]} has no vector in {self.table} (model "
+                                    f"{self.model_version!r})")
         out = np.empty((len(rowids), self.dim), np.float32)
         for i, r in enumerate(rowids):
             out[i] = self.decode(found[r])
