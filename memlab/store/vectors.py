@@ -154,26 +154,37 @@ class VectorCache:
 
     def ensure(self) -> None:
         """Create the table (and its registry row) if absent; a registered table with another
-        dim, dtype, scale or partitioning raises StoreError (``rebuild()`` changes the layout)."""
-        row = self.conn.execute("SELECT dim, dtype, int8_scale, partitioned FROM vector_tables "
-                                "WHERE model_version = ?", (self.model_version,)).fetchone()
+        dim, dtype, scale or partitioning raises StoreError (``rebuild()`` changes the layout).
+
+        Absent is checked again under the write lock that creates it: several processes opening
+        a brand-new store at once each see no table, and only the first to lock creates it."""
+        row = self._layout()
         want = (self.dim, self.dtype, self.int8_scale, int(self.partitioned))
-        if row is not None:
-            if tuple(row) != want:
-                raise StoreError(f"vector table of {self.model_version!r} has (dim, dtype, "
-                                 f"int8_scale, partitioned) = {tuple(row)}, not {want}: "
-                                 f"rebuild() it to change")
-            return
+        if row is None:
+            with transaction(self.conn):
+                row = self._layout()
+                if row is None:
+                    self._create(want)
+                    return
+        if tuple(row) != want:
+            raise StoreError(f"vector table of {self.model_version!r} has (dim, dtype, "
+                             f"int8_scale, partitioned) = {tuple(row)}, not {want}: "
+                             f"rebuild() it to change")
+
+    def _layout(self) -> tuple | None:
+        return self.conn.execute("SELECT dim, dtype, int8_scale, partitioned FROM vector_tables "
+                                 "WHERE model_version = ?", (self.model_version,)).fetchone()
+
+    def _create(self, want: tuple) -> None:
         part = " partition key" if self.partitioned else ""
-        with transaction(self.conn):
-            self.conn.execute(
-                f"CREATE VIRTUAL TABLE {self.table} USING vec0("
-                f"embedding {self.dtype}[{self.dim}] distance_metric=cosine, "
-                f"agent_id text, user_id text, retention_layer text, cognitive_layer text, "
-                f"event_time integer, active boolean, event_bucket text{part})")
-            self.conn.execute(
-                "INSERT INTO vector_tables (model_version, table_name, dim, dtype, int8_scale, "
-                "partitioned) VALUES (?, ?, ?, ?, ?, ?)", (self.model_version, self.table, *want))
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE {self.table} USING vec0("
+            f"embedding {self.dtype}[{self.dim}] distance_metric=cosine, "
+            f"agent_id text, user_id text, retention_layer text, cognitive_layer text, "
+            f"event_time integer, active boolean, event_bucket text{part})")
+        self.conn.execute(
+            "INSERT INTO vector_tables (model_version, table_name, dim, dtype, int8_scale, "
+            "partitioned) VALUES (?, ?, ?, ?, ?, ?)", (self.model_version, self.table, *want))
 
     def drop(self) -> None:
         """Drop the table and its registry row (the records and the embedding cache stay)."""

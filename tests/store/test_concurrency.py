@@ -10,6 +10,8 @@ import multiprocessing as mp
 import traceback
 from collections import Counter
 
+import pytest
+
 import memlab
 from memlab.config import MemlabConfig
 
@@ -141,3 +143,66 @@ def test_a_commit_in_the_middle_of_recall_is_not_seen_by_that_recall(tmp_path):
         assert len(res) >= 5 and set(added[:-1]) <= set(res.ids)       # committed before
     assert reader._store.stats["index resync"] == 0
     reader.close(), writer.close()
+
+
+OPENERS, FRESH_FILES = 4, 15
+
+
+def _first_opener(folder: str, barrier, out) -> None:
+    """Open each brand-new store file at the same moment as the other openers."""
+    failures = []
+    for i in range(FRESH_FILES):
+        barrier.wait()
+        try:
+            memlab.open_store(f"{folder}/fresh{i}.sqlite", config=CFG).close()
+        except Exception as exc:   # counted and reported below
+            failures.append(f"fresh{i}: {type(exc).__name__}: {exc}")
+    out.put(failures)
+
+
+def test_processes_opening_a_brand_new_store_together_all_succeed(tmp_path):
+    """Defect 8 of issue 7: 4 processes open each of 15 brand-new files at the same moment
+    (behind a barrier): every open succeeds (migrations and the vector table are created once),
+    and each file ends up one valid store with one vector table."""
+    ctx = mp.get_context("fork")
+    barrier, out = ctx.Barrier(OPENERS), ctx.Queue()
+    procs = [ctx.Process(target=_first_opener, args=(str(tmp_path), barrier, out))
+             for _ in range(OPENERS)]
+    for p in procs:
+        p.start()
+    failures = [f for _ in procs for f in out.get(timeout=600)]
+    for p in procs:
+        p.join(timeout=60)
+    assert failures == []
+    assert [p.exitcode for p in procs] == [0] * OPENERS
+    from memlab.store import LATEST, registered_tables, schema_version
+    from memlab.store import open_store as open_raw
+    for i in range(FRESH_FILES):
+        conn, _ = open_raw(tmp_path / f"fresh{i}.sqlite")
+        assert schema_version(conn) == LATEST
+        assert len(registered_tables(conn)) == 1
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+
+
+def test_a_store_locked_past_the_busy_timeout_at_first_open_is_a_named_store_error(tmp_path):
+    """The journal-mode switch of a first open waits for another connection's lock like any
+    writer, and past store.busy_timeout_ms says so (path, timeout) instead of a raw
+    OperationalError."""
+    from memlab.errors import StoreError
+    from memlab.store import connect, driver
+
+    path = tmp_path / "new.sqlite"
+    holder = driver().connect(str(path), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")            # a writer holds the brand-new file's lock
+    try:
+        with pytest.raises(StoreError, match="busy_timeout_ms=50") as err:
+            connect(path, busy_timeout_ms=50)
+        assert str(path) in str(err.value) and "locked" in str(err.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    connect(path, busy_timeout_ms=50).close()    # once the lock is released: opens, in WAL
+    conn = driver().connect(str(path))
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
