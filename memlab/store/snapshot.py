@@ -3,10 +3,10 @@
 SQLite runs each statement outside a transaction in its own implicit read transaction, so two
 consecutive reads can straddle another process's commit: recall's routes and its in-process indexes
 would then describe two different stores (a rowid found by one route, unknown to the next). A read
-transaction (``BEGIN`` ... ``COMMIT``) pins one state: in WAL mode it reads the last commit as of its
-first statement and ignores later commits by other connections (writers go on writing; the snapshot
-only holds back the checkpoint of newer frames); in rollback-journal mode it holds a shared lock,
-so writers wait (up to their busy timeout) until it ends.
+transaction (``BEGIN`` ... ``COMMIT``) pins one state: in WAL mode it reads the last commit as of
+its first statement and ignores later commits by other connections (writers go on writing; the
+snapshot only holds back the checkpoint of the frames committed after it); in rollback-journal
+mode it holds a shared lock, so writers wait (up to their busy timeout) until it ends.
 
 A read snapshot is also *read-only*: ``PRAGMA query_only`` is on while it lasts, so a write started
 inside it fails (``attempt to write a readonly database``) instead of silently joining it. That is

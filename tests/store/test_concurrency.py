@@ -133,7 +133,8 @@ def test_a_commit_in_the_middle_of_recall_is_not_seen_by_that_recall(tmp_path):
     added: list[str] = []
 
     def write() -> None:
-        added.append(writer.add(f"Alice has a tea party with {names[len(added)]}", importance=0.5).id)
+        text = f"Alice has a tea party with {names[len(added)]}"
+        added.append(writer.add(text, importance=0.5).id)
 
     reader._store.dense = _CommitBeforeSearch(reader._store.dense, write)
     for query in QUERIES:
