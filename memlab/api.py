@@ -230,9 +230,7 @@ class MemoryStore:
         """Load (or bring up to date) the in-process read indexes now — the MemoryIndex of
         ``store.memory_index = "memory"`` and the dense ExactIndex — instead of at the next
         recall (~0.5 s per 10k memories at first load; later only the changed rows are read)."""
-        self._store.signals(load=True)
-        if self._store.dense is not None and self._store.dense.index is not None:
-            self._store.dense.index.sync(self._store.vectors)
+        self._store.warm()
 
     def recall(self, query: str, *, k: int | None = None, clock: Clock | None = None,
                agent_id: str | None = None, user_id: str | None = None) -> RecallResult:
@@ -249,6 +247,13 @@ class MemoryStore:
         if qv is not None:
             background = self.background(notes)
             qv = None if background is None else qv
+        # every read of the store from here on sees one committed state (Store.read)
+        return self._store.read(
+            lambda: self._recall_read(query, qv, scope, now, k, notes, background))
+
+    def _recall_read(self, query: str, qv: np.ndarray | None, scope: Scope, now: float, k: int,
+                     notes: list[str], background: Background | None) -> RecallResult:
+        cfg = self.config
         feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
                                dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg,
                                background=background)
@@ -296,10 +301,9 @@ class MemoryStore:
         if query_vectors is not None and background is None:
             background = self.background([])
             query_vectors = None if background is None else query_vectors
-        return build_features(list(queries), query_vectors=query_vectors,
-                              repo=self._store.signals(),
-                              dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg,
-                              background=background)
+        return self._store.read(lambda: build_features(
+            list(queries), query_vectors=query_vectors, repo=self._store.signals(),
+            dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg, background=background))
 
     def background(self, notes: list[str] | None = None) -> Background | None:
         """The background sample embedded by this store's embedder (the zscore relevance floor's

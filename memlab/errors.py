@@ -58,6 +58,13 @@ class StoreLocked(StoreError):
     """Another connection held the store's write lock longer than ``store.busy_timeout_ms``."""
 
 
+class StoreInconsistent(StoreError):
+    """Two parts of the store disagree (an in-process index or the vector cache out of step with
+    ``memory_records``, e.g. a rowid one holds and the other lacks). An internal fault, never the
+    caller's input: recall reloads its in-process indexes and reads again; a vector cache that
+    still disagrees is rebuilt from the truth (``MemoryStore.rebuild_vectors()``)."""
+
+
 class EmbeddingUnavailable(MemlabError):
     """The embedder cannot load or cannot embed; recall degrades to lexical, never to fake vectors."""
 

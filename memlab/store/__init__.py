@@ -25,14 +25,14 @@ from pathlib import Path
 from memlab.config import MemlabConfig
 
 from .cache import EmbeddingCache, EmbeddingCacheFile, text_hash
-from .connect import (Connection, connect, db_path, driver, read_transaction, store_error,
-                      transaction)
+from .connect import Connection, connect, db_path, driver, store_error, transaction
 from .exact import ExactIndex
 from .facade import DenseView, Store
 from .health import RebuildReport, StoreReport, VectorState, check_store, reconcile_vectors
 from .memindex import MemoryIndex
 from .migrations import LATEST, MIGRATIONS, check_openable, migrate, schema_version
 from .repository import Repository, validate_record
+from .snapshot import in_read_snapshot, in_write_transaction, read_snapshot
 from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter, quarters_between,
                       registered_tables, table_name)
 
@@ -64,7 +64,8 @@ def vector_cache(conn: Connection, *, model_version: str, dim: int,
 __all__ = ["Connection", "DenseView", "EmbeddingCache", "EmbeddingCacheFile", "ExactIndex", "LATEST",
            "MIGRATIONS", "MemoryIndex", "RebuildReport", "Repository", "Store", "StoreReport",
            "VectorCache", "VectorMeta", "VectorState", "check_openable", "check_store", "connect",
-           "db_path", "driver", "load_meta", "migrate", "open_store", "quantize_int8", "quarter",
-           "quarters_between", "read_transaction", "reconcile_vectors", "registered_tables",
-           "schema_version", "store_error", "table_name", "text_hash", "transaction",
-           "validate_record", "vector_cache"]
+           "db_path", "driver", "in_read_snapshot", "in_write_transaction", "load_meta", "migrate",
+           "open_store", "quantize_int8", "quarter", "quarters_between", "read_snapshot",
+           "reconcile_vectors", "registered_tables", "schema_version",
+           "store_error", "table_name", "text_hash", "transaction", "validate_record",
+           "vector_cache"]

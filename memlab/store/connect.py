@@ -25,6 +25,7 @@ import functools
 import os
 import re
 import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -180,6 +181,41 @@ def _load_vec(conn: Connection, path: str) -> None:
         raise StoreError(f"{path}: cannot load the sqlite-vec extension: {exc}") from exc
 
 
+def _set_journal_mode(conn: Connection, name: str, journal_mode: str, busy_timeout_ms: int
+                      ) -> None:
+    """Switch the database to ``journal_mode`` (nothing to do when it is in it already).
+
+    Several processes opening a brand-new store at once all try to switch it to WAL. The switch
+    upgrades the pragma's own read lock to a write lock, and SQLite answers "database is locked"
+    at once, without waiting (its busy handler is skipped when a read lock is held), to the
+    processes that lose. A loser waits for the winner's lock as a writer would (``BEGIN
+    IMMEDIATE``: the busy timeout applies), then looks again: the winner has switched the file,
+    or the loser tries again. It gives up after ``busy_timeout_ms`` like any other wait for a lock.
+    """
+    mod = driver()
+    deadline = time.monotonic() + busy_timeout_ms / 1000.0
+    while True:
+        got = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if got == journal_mode:
+            return
+        try:
+            got = str(conn.execute(f"PRAGMA journal_mode = {journal_mode}").fetchone()[0]).lower()
+        except (mod.OperationalError, StoreError) as exc:
+            if "locked" in str(exc) and time.monotonic() < deadline:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")   # waits (busy timeout) for the lock holder
+                    conn.execute("ROLLBACK")
+                    continue
+                except (mod.OperationalError, StoreError) as wait_exc:
+                    exc = wait_exc
+            raise StoreError(f"{name}: cannot switch to journal_mode {journal_mode!r} "
+                             f"(busy_timeout_ms={busy_timeout_ms}): {exc}") from exc
+        if got != journal_mode:
+            raise StoreError(f"{name}: journal_mode {journal_mode!r} refused (SQLite kept "
+                             f"{got!r})")
+        return
+
+
 def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal",
             quick_check: bool = False, cache_size_kib: int = 65_536, synchronous: str = "normal",
             load_vec: bool = True, read_only: bool = False,
@@ -255,10 +291,7 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
         conn.execute(f"PRAGMA cache_size = {-int(cache_size_kib)}")
         conn.execute("PRAGMA foreign_keys = ON")
         if not memory and not read_only:
-            got = conn.execute(f"PRAGMA journal_mode = {journal_mode}").fetchone()[0]
-            if str(got).lower() != journal_mode:
-                raise StoreError(f"{name}: journal_mode {journal_mode!r} refused (SQLite kept "
-                                 f"{got!r})")
+            _set_journal_mode(conn, name, journal_mode, busy_timeout_ms)
             conn.execute(f"PRAGMA synchronous = {synchronous}")
     except BaseException:
         conn.close()
@@ -317,24 +350,6 @@ def transaction(conn: Connection) -> Iterator[Connection]:
         if conn.in_transaction:
             _undo(conn, exc, "ROLLBACK")
         raise
-
-
-@contextmanager
-def read_transaction(conn: Connection) -> Iterator[Connection]:
-    """The reads inside see one snapshot of the store (``BEGIN`` ... ``COMMIT``, which takes no
-    write lock), or the caller's open transaction. An error inside is re-raised after the read
-    transaction ends."""
-    if conn.in_transaction:
-        yield conn
-        return
-    conn.execute("BEGIN")
-    try:
-        yield conn
-    except BaseException as exc:
-        if conn.in_transaction:
-            _undo(conn, exc, "ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def _undo(conn: Connection, exc: BaseException, *statements: str) -> None:

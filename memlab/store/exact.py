@@ -10,7 +10,8 @@ same rowids, cosines within float32 rounding (parity-tested).
 Keeping in step: load it at open (:meth:`ExactIndex.load`); after each *committed* write apply the
 same change (:meth:`add`, :meth:`remove`) passing the generation the write returned; a generation
 that does not follow the index's own (another process wrote meanwhile) marks it stale, and
-:meth:`sync` reloads it from the table whenever the table's generation differs.
+:meth:`sync` reloads it from the table whenever the table's generation differs (the generation,
+the vectors and their filter columns read in one snapshot).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from memlab.errors import InvalidInput
 from memlab.recall.features import LAYER_CODES
 
 from .rowmap import RowMap
+from .snapshot import read_snapshot
 from .vectors import MAX_K, VectorCache, VectorMeta, quantize_int8
 
 
@@ -66,11 +68,13 @@ class ExactIndex:
     def _reload(self, cache: VectorCache) -> None:
         self.__init__(dim=cache.dim, dtype=cache.dtype, int8_scale=cache.int8_scale,
                       gather_fraction=self.gather_fraction)
-        if cache.exists():
+        with read_snapshot(cache.conn):    # the generation and the rows of one state
+            if not cache.exists():
+                return
             gen = cache.generation()
             rowids, mat, meta = cache.rows()
-            self._append(rowids, mat, meta, quantised=True)
-            self.generation = gen
+        self._append(rowids, mat, meta, quantised=True)
+        self.generation = gen
 
     def sync(self, cache: VectorCache) -> bool:
         """Reload from the table when it changed behind this index's back; True if reloaded."""

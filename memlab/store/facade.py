@@ -4,19 +4,21 @@ A thin composition of the store's parts for the public API and the benchmarks; e
 stays in the parts. The vector table is named by the embedder's ``version`` (one table per model),
 laid out as ``config.store`` says; the dense route reads through :class:`DenseView`, which is an
 :class:`ExactIndex` kept in step with the table (``store.read_index = "numpy"``) or sqlite-vec
-itself (``"sqlite-vec"``).
+itself (``"sqlite-vec"``). All of one recall's reads run in one read snapshot (:meth:`Store.read`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections import Counter
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from memlab.config import MemlabConfig
-from memlab.errors import InvalidInput, StoreError
+from memlab.errors import InvalidInput, StoreError, StoreInconsistent
 from memlab.types import MemoryRecord
 
 from .cache import EmbeddingCache, FreshVectors
@@ -26,7 +28,11 @@ from .health import RebuildReport, VectorState, measure_vectors, reconcile_vecto
 from .memindex import MemoryIndex
 from .migrations import check_openable, migrate
 from .repository import Repository
+from .snapshot import in_write_transaction, read_snapshot
 from .vectors import VectorCache, load_meta
+
+log = logging.getLogger("memlab")
+T = TypeVar("T")
 
 
 class _Embedder(Protocol):
@@ -90,7 +96,8 @@ class Store:
     ``vectors`` (:class:`VectorCache` of the embedder's version, or None without an embedder),
     ``dense`` (:class:`DenseView`, or None), ``vector_check`` (the :class:`VectorState` found
     when the vector table was checked at open: lost vectors are found and their memories marked
-    pending; or None). Recall reads candidates and signals from :meth:`signals`.
+    pending; or None). Recall reads candidates and signals from :meth:`signals`, all of its reads
+    inside :meth:`read` (one snapshot).
     """
 
     def __init__(self, conn: Connection, *, path: str, config: MemlabConfig,
@@ -104,6 +111,7 @@ class Store:
         self._restored = False    # the memories whose vectors were lost at open are re-embedded
         self._memory_index: MemoryIndex | None = None
         self._read_once = False   # a first read went through SQL (see signals)
+        self.stats: Counter[str] = Counter()   # documented degradations (see read)
         if embedder is not None:
             s = config.store
             self.vectors = VectorCache(conn, model_version=embedder.version, dim=int(embedder.dim),
@@ -134,9 +142,10 @@ class Store:
         in-process :class:`MemoryIndex`, synced with the change log, or the :class:`Repository`'s
         SQL. The index is loaded at the second read of an opened store (or now, with ``load``):
         a one-off recall (the CLI) is faster through SQL than through loading every memory.
-        Inside an open transaction always the SQL: the index never reads writes that could still
-        roll back."""
-        if self.config.store.memory_index == "sqlite" or self.conn.in_transaction:
+        Inside a write transaction always the SQL: the index never reads writes that could still
+        roll back. Inside a read snapshot (:meth:`read`) the index is synced to that snapshot, so
+        it answers for the same state as every other read of the snapshot."""
+        if self.config.store.memory_index == "sqlite" or in_write_transaction(self.conn):
             return self.repo
         if self._memory_index is None:
             if not load and not self._read_once:
@@ -146,6 +155,59 @@ class Store:
         else:
             self._memory_index.sync(self.conn)
         return self._memory_index
+
+    def read(self, fn: Callable[[], T]) -> T:
+        """``fn()`` — a recall's reads — inside one read snapshot of the store.
+
+        Recall reads through several parts: the MemoryIndex (or SQL) for the permanent, lexical
+        and entity routes and the stored signals, the dense view for the vector route and the
+        candidates' vectors, SQL for the selected records. Each in-process index syncs itself
+        with the store when it is read; without a snapshot another process's commit between two
+        of those reads made them describe two different stores (a rowid found by the dense route
+        and unknown to the MemoryIndex: issue 7, defect 1). Inside one read transaction
+        (:func:`~memlab.store.snapshot.read_snapshot`) every read, and every index sync, sees the
+        same committed state, so the parts always agree; writers are not blocked (WAL).
+
+        If a part still disagrees (:class:`StoreInconsistent`: an in-process index out of step
+        with the truth, a fault this design rules out but a damaged change log could cause), the
+        in-process indexes are reloaded from the store, which is logged once and counted in
+        ``stats``, and ``fn`` runs once more in a fresh snapshot; a second disagreement is raised
+        (the vector cache itself is out of step: rebuild it). Inside the caller's own write
+        transaction ``fn`` runs in it (its reads are already one state) and reads SQL.
+        """
+        try:
+            with read_snapshot(self.conn):
+                return fn()
+        except StoreInconsistent as exc:
+            if in_write_transaction(self.conn):
+                raise
+            self.stats["index resync"] += 1
+            if self.stats["index resync"] == 1:
+                log.warning("memlab: %s: in-process read indexes out of step (%s); reloaded",
+                            self.path, exc)
+            self.resync()
+        try:
+            with read_snapshot(self.conn):
+                return fn()
+        except StoreInconsistent as exc:
+            raise StoreInconsistent(f"{self.path}: {exc}; still so after reloading the in-process "
+                                    f"indexes: rebuild the vector cache from the truth "
+                                    f"(MemoryStore.rebuild_vectors())") from exc
+
+    def resync(self) -> None:
+        """Drop what the in-process indexes hold: the next read reloads them from the store."""
+        self._memory_index = None
+        self._read_once = True
+        if self.dense is not None and self.dense.index is not None:
+            self.dense.index.stale = True
+
+    def warm(self) -> None:
+        """Load (or bring up to date) the in-process read indexes now, from one snapshot."""
+        def load() -> None:
+            self.signals(load=True)
+            if self.dense is not None and self.dense.index is not None:
+                self.dense.index.sync(self.vectors)
+        self.read(load)
 
     def close(self) -> None:
         self.conn.close()

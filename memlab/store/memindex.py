@@ -15,8 +15,10 @@ inside one read transaction (a consistent snapshot), whoever wrote them: this pr
 one, any code path. A row whose searchable state, owner, terms, entities, id or text changed gets a
 new position (the old one is dead); other changes (reinforcement, importance, times) are applied in
 place. When dead positions outnumber live ones the index reloads itself. It never syncs inside a
-caller's open transaction, whose writes could still roll back: :meth:`Store.signals` then answers
-from SQL.
+caller's write transaction, whose writes could still roll back: :meth:`Store.signals` then answers
+from SQL. Inside a read snapshot (:func:`~memlab.store.snapshot.read_snapshot`) it syncs to that
+snapshot: recall runs all its reads in one (:meth:`Store.read`), so the index and the dense route
+always describe the same store.
 
 BM25 is the repository's formula over the same statistics (per owner: searchable memories N, their
 total term count, document frequencies): ``idf(t) * (k1 + 1) / (1 + k1 * (1 - b + b * dl / avgdl))``
@@ -35,11 +37,12 @@ import numpy as np
 import pandas as pd
 
 from memlab.config import MemlabConfig
-from memlab.errors import InvalidInput
+from memlab.errors import InvalidInput, StoreInconsistent
 from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES
 
 from .connect import Connection
 from .rowmap import RowMap
+from .snapshot import in_write_transaction, read_snapshot
 
 _COLUMNS = ("rowid, id, text, owner, retention_layer, cognitive_layer, importance, access_count, "
             "mention_count, timestamp, event_time, last_accessed, emotion_max, pinned, "
@@ -130,8 +133,9 @@ class MemoryIndex:
         return index
 
     def _reload(self, conn: Connection) -> None:
+        _check_committed(conn)
         self.__init__(config=self.config)
-        with _snapshot(conn):
+        with read_snapshot(conn):
             self.generation = _generation(conn)
             self._read_owners(conn)
             links: dict[int, list[str]] = {}
@@ -142,17 +146,17 @@ class MemoryIndex:
 
     def sync(self, conn: Connection) -> int:
         """Apply every change logged since this index's generation; returns the rows re-read
-        (-1 after a full reload). Never call it inside an open transaction."""
-        if conn.in_transaction:
-            raise InvalidInput("conn", "MemoryIndex.sync needs a connection outside any "
-                               "transaction (its writes could still roll back)", "in transaction")
+        (-1 after a full reload). Outside any transaction or inside a read snapshot
+        (:func:`~memlab.store.snapshot.read_snapshot`: the index then matches that snapshot);
+        never inside a write transaction, whose writes could still roll back."""
+        _check_committed(conn)
         gen = _generation(conn)
         if gen == self.generation:
             return 0
         if gen < self.generation:   # the counter went back: another database file, a restore
             self._reload(conn)
             return -1
-        with _snapshot(conn):
+        with read_snapshot(conn):
             gen = _generation(conn)
             changed = [r for (r,) in conn.execute(
                 "SELECT row FROM memory_changes WHERE seq > ? ORDER BY row", (self.generation,))]
@@ -450,10 +454,16 @@ class MemoryIndex:
                             np.asarray(want, np.int64)).astype(np.int16)
 
     def _positions(self, rowids: Sequence[int]) -> np.ndarray:
+        """Live positions of ``rowids``. Recall asks only for rowids its routes found in the same
+        read snapshot; one the index lacks means the index is out of step with the store (an
+        internal fault, not the caller's input): :class:`StoreInconsistent`, and
+        :meth:`Store.read` reloads the index and reads again."""
         pos = self._where.lookup(rowids)
         if (pos < 0).any():
-            raise InvalidInput("rowids", "unknown rowid",
-                               int(np.asarray(rowids).reshape(-1)[np.flatnonzero(pos < 0)[0]]))
+            missing = int(np.asarray(rowids).reshape(-1)[np.flatnonzero(pos < 0)[0]])
+            raise StoreInconsistent(f"the in-process MemoryIndex (generation {self.generation}) "
+                                    f"does not hold rowid {missing}, which another read of the "
+                                    f"store found: the index is out of step")
         return pos
 
     def feature_columns(self, rowids: Sequence[int]) -> dict[str, Any]:
@@ -523,23 +533,15 @@ def _csr_overlap(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, want: n
     return np.bincount(np.repeat(np.arange(len(starts)), lens)[hit], minlength=len(starts))
 
 
+def _check_committed(conn: Connection) -> None:
+    """The index holds committed data only: refuse a connection inside a write transaction."""
+    if in_write_transaction(conn):
+        raise InvalidInput("conn", "MemoryIndex needs a connection outside any write transaction "
+                           "(its writes could still roll back)", "in transaction")
+
+
 def _generation(conn: Connection) -> int:
     return int(conn.execute("SELECT gen FROM memory_generation").fetchone()[0])
-
-
-class _snapshot:
-    """A read transaction (``BEGIN DEFERRED`` ... ``COMMIT``): every read inside sees one state."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> Connection:
-        self.conn.execute("BEGIN")
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        if self.conn.in_transaction:
-            self.conn.execute("COMMIT" if exc[0] is None else "ROLLBACK")
 
 
 __all__ = ["MemoryIndex", "IndexTermSets"]

@@ -35,9 +35,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from memlab.errors import CorruptStore, InvalidInput, StoreError
+from memlab.errors import CorruptStore, InvalidInput, StoreError, StoreInconsistent
 
-from .connect import Connection, db_path, read_transaction, transaction
+from .connect import Connection, db_path, transaction
+from .snapshot import read_snapshot
 
 MAX_K = 4096  # sqlite-vec's limit on k
 
@@ -100,8 +101,9 @@ def load_meta(conn: Connection, rowids: Sequence[int]) -> list[VectorMeta]:
     rowids = [int(r) for r in rowids]
     found = _meta(conn, rowids)
     missing = [r for r in rowids if r not in found]
-    if missing:
-        raise InvalidInput("rowids", "unknown rowid", missing[0])
+    if missing:   # rowids come from the store itself: an internal fault, not the caller's input
+        raise StoreInconsistent(f"rowid {missing[0]} has no record in memory_records "
+                                f"({len(missing)} of {len(rowids)} missing)")
     return [found[r] for r in rowids]
 
 
@@ -157,26 +159,37 @@ class VectorCache:
 
     def ensure(self) -> None:
         """Create the table (and its registry row) if absent; a registered table with another
-        dim, dtype, scale or partitioning raises StoreError (``rebuild()`` changes the layout)."""
-        row = self.conn.execute("SELECT dim, dtype, int8_scale, partitioned FROM vector_tables "
-                                "WHERE model_version = ?", (self.model_version,)).fetchone()
+        dim, dtype, scale or partitioning raises StoreError (``rebuild()`` changes the layout).
+
+        Absent is checked again under the write lock that creates it: several processes opening
+        a brand-new store at once each see no table, and only the first to lock creates it."""
+        row = self._layout()
         want = (self.dim, self.dtype, self.int8_scale, int(self.partitioned))
-        if row is not None:
-            if tuple(row) != want:
-                raise StoreError(f"vector table of {self.model_version!r} has (dim, dtype, "
-                                 f"int8_scale, partitioned) = {tuple(row)}, not {want}: "
-                                 f"rebuild() it to change")
-            return
+        if row is None:
+            with transaction(self.conn):
+                row = self._layout()
+                if row is None:
+                    self._create(want)
+                    return
+        if tuple(row) != want:
+            raise StoreError(f"vector table of {self.model_version!r} has (dim, dtype, "
+                             f"int8_scale, partitioned) = {tuple(row)}, not {want}: "
+                             f"rebuild() it to change")
+
+    def _layout(self) -> tuple | None:
+        return self.conn.execute("SELECT dim, dtype, int8_scale, partitioned FROM vector_tables "
+                                 "WHERE model_version = ?", (self.model_version,)).fetchone()
+
+    def _create(self, want: tuple) -> None:
         part = " partition key" if self.partitioned else ""
-        with transaction(self.conn):
-            self.conn.execute(
-                f"CREATE VIRTUAL TABLE {self.table} USING vec0("
-                f"embedding {self.dtype}[{self.dim}] distance_metric=cosine, "
-                f"agent_id text, user_id text, retention_layer text, cognitive_layer text, "
-                f"event_time integer, active boolean, event_bucket text{part})")
-            self.conn.execute(
-                "INSERT INTO vector_tables (model_version, table_name, dim, dtype, int8_scale, "
-                "partitioned) VALUES (?, ?, ?, ?, ?, ?)", (self.model_version, self.table, *want))
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE {self.table} USING vec0("
+            f"embedding {self.dtype}[{self.dim}] distance_metric=cosine, "
+            f"agent_id text, user_id text, retention_layer text, cognitive_layer text, "
+            f"event_time integer, active boolean, event_bucket text{part})")
+        self.conn.execute(
+            "INSERT INTO vector_tables (model_version, table_name, dim, dtype, int8_scale, "
+            "partitioned) VALUES (?, ?, ?, ?, ?, ?)", (self.model_version, self.table, *want))
 
     def drop(self) -> None:
         """Drop the table and its registry row (the records and the embedding cache stay)."""
@@ -277,14 +290,17 @@ class VectorCache:
         return np.frombuffer(blob, np.float32)
 
     def vectors(self, rowids: Sequence[int]) -> np.ndarray:
-        """Stored vectors (float32, int8 dequantised) in input order; unknown rowid: InvalidInput."""
+        """Stored vectors (float32, int8 dequantised) in input order. Callers ask for rowids the
+        table holds (:meth:`_present`, in the same transaction); a missing one is an internal
+        fault: :class:`StoreInconsistent`."""
         rowids = [int(r) for r in rowids]
         found = dict(self.conn.execute(
             f"SELECT rowid, embedding FROM {self.table} WHERE rowid IN "
             f"(SELECT value FROM json_each(?))", (json.dumps(rowids),)))
         missing = [r for r in rowids if r not in found]
         if missing:
-            raise InvalidInput("rowids", f"no vector for model {self.model_version!r}", missing[0])
+            raise StoreInconsistent(f"rowid {missing[0]} has no vector in {self.table} (model "
+                                    f"{self.model_version!r})")
         out = np.empty((len(rowids), self.dim), np.float32)
         for i, r in enumerate(rowids):
             out[i] = self.decode(found[r])
@@ -308,11 +324,11 @@ class VectorCache:
 
         The vectors come from the table; the filter columns from ``memory_records`` (kept equal
         to the table's by every write, and several times faster to read than vec0's columns),
-        both in one read transaction (a snapshot: a memory deleted meanwhile by another process
+        both in one read snapshot (:mod:`memlab.store.snapshot`: a memory deleted meanwhile by another process
         is in neither). A vector whose memory is not there, or that is not finite, is damage:
         CorruptStore.
         """
-        with read_transaction(self.conn):
+        with read_snapshot(self.conn):
             return self._rows()
 
     def _rows(self) -> tuple[np.ndarray, np.ndarray, list[VectorMeta]]:
@@ -329,10 +345,20 @@ class VectorCache:
         if len(meta) != len(rowids):
             path = db_path(self.conn)
             lost = [r for r in rowids.tolist() if r not in meta]
-            raise CorruptStore(f"{path}: the vector table {self.table} holds vectors of memories "
-                               f"with no memory record ({len(lost)}, e.g. rowid {lost[0]}) while "
-                               f"they are marked embedded: the records are damaged; run `memlab "
-                               f"store check {path}`", path=path)
+            marked = self.conn.execute(
+                "SELECT count(*) FROM memory_embeddings WHERE model_version = ? AND rowid IN "
+                "(SELECT value FROM json_each(?))", (self.model_version, json.dumps(lost))
+            ).fetchone()[0]
+            if marked:   # marked embedded, yet no record: memory_records itself is damaged
+                raise CorruptStore(f"{path}: the vector table {self.table} holds vectors of "
+                                   f"memories with no memory record ({len(lost)}, e.g. rowid "
+                                   f"{lost[0]}) while they are marked embedded: the records are "
+                                   f"damaged; run `memlab store check {path}`", path=path)
+            raise StoreInconsistent(
+                f"{path}: the vector table {self.table} holds vectors of memories with no memory "
+                f"record ({len(lost)}, e.g. rowid {lost[0]}): the vector cache is out of step with "
+                f"the truth; rebuild it (`memlab store rebuild {path}`, or "
+                f"MemoryStore.rebuild_vectors()) and run `memlab store check {path}`", path=path)
         return rowids, mat, [meta[r] for r in rowids.tolist()]
 
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,

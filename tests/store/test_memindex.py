@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memlab.config import MemlabConfig
-from memlab.errors import InvalidInput
+from memlab.errors import InvalidInput, StoreInconsistent
 from memlab.store import Store, open_store
 from memlab.store.memindex import MemoryIndex
 from memlab.text import extract_entities, memory_terms
@@ -120,8 +120,8 @@ def test_sync_follows_every_kind_of_write(store):
     assert_same_reads(repo, index, rows)
     fresh = MemoryIndex.load(conn)
     assert_same_reads(fresh, index, rows)
-    with pytest.raises(InvalidInput, match="unknown rowid"):
-        index.feature_columns([rows[0], 10_000])
+    with pytest.raises(StoreInconsistent, match="does not hold rowid 10000"):
+        index.feature_columns([rows[0], 10_000])   # rowids come from recall's routes: internal
 
 
 def test_embedding_status_updates_log_nothing(store):
