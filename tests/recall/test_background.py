@@ -223,3 +223,46 @@ def test_a_sample_that_cannot_be_embedded_degrades_recall_to_lexical(monkeypatch
         st.recall("牛肉面", k=3)
         key = [k for k in st.stats if "background sample not embedded" in k]
         assert len(key) == 1 and st.stats[key[0]] == 2
+
+
+# -- the packaged vectors of the default embedder ---------------------------------------------------
+def test_the_packaged_vectors_are_of_the_shipped_sample_and_the_default_embedder():
+    """memlab ships the default embedder's vectors of its own sample: a change of either makes
+    them stale (re-package: python -m memlab.recall.background)."""
+    from memlab.embed import make_embedder
+
+    rc = MemlabConfig().recall
+    version = make_embedder(MemlabConfig()).version
+    bg = B.packaged(version, B.sample_digest(B.load_texts(rc)))
+    assert bg is not None and bg.packaged
+    n = {lang: len(v) for lang, v in B.load_texts(rc).items()}
+    assert [len(m) for m in bg.docs] == [n["zh"], n["en"], n["zh"] + n["en"]]
+    assert [len(m) for m in bg.queries] == [n["zh"], n["en"], n["zh"] + n["en"]]
+    assert B.packaged(version + "-other", B.sample_digest(B.load_texts(rc))) is None
+    assert B.packaged(version, "another sample") is None
+
+
+@pytest.mark.slow
+def test_the_packaged_vectors_equal_what_the_default_embedder_gives():
+    from memlab.embed import make_embedder
+
+    emb = make_embedder(MemlabConfig())
+    texts = B.load_texts(MemlabConfig().recall)
+    bg = B.packaged(emb.version, B.sample_digest(texts))
+    for i, lang in enumerate(B.LANGUAGES):
+        pick = list(range(0, len(texts[lang]), 15))            # 20 sentences a language
+        some = [texts[lang][j] for j in pick]
+        np.testing.assert_allclose(bg.docs[i][pick], emb.embed_documents(some), atol=1e-5)
+        np.testing.assert_allclose(bg.queries[i][pick], emb.embed_queries(some), atol=1e-5)
+
+
+def test_a_packaged_sample_is_not_copied_into_stores(tmp_path):
+    from memlab.embed import make_embedder
+
+    cfg = MemlabConfig()
+    emb = make_embedder(cfg)
+    with memlab.open_store(tmp_path / "m.sqlite", config=cfg, embedder=emb) as st:
+        st.add("用户最喜欢玩星露谷物语", importance=0.9)
+        assert st.background().packaged
+        assert st._store.embeddings.count() == 1                 # the memory's vector only
+        assert st.recall("她爱玩什么游戏？", k=3).texts == ["用户最喜欢玩星露谷物语"]
