@@ -78,9 +78,23 @@ def _shares(texts: Sequence[str]) -> np.ndarray:
         return np.where(c + w > 0, c / np.maximum(c + w, 1), np.nan)
 
 
+_SHARE_MEMO: dict[str, float] = {}
+_SHARE_MEMO_MAX = 200_000   # texts whose share a process remembers (recall asks for the same ones)
+
+
+def _memo_shares(texts: list[str]) -> np.ndarray:
+    """:func:`_shares`, remembered per text: a recall's candidates are mostly the last one's."""
+    missing = list(dict.fromkeys(t for t in texts if t not in _SHARE_MEMO))
+    if missing:
+        if len(_SHARE_MEMO) + len(missing) > _SHARE_MEMO_MAX:
+            _SHARE_MEMO.clear()
+        _SHARE_MEMO.update(zip(missing, _shares(missing).tolist()))
+    return np.fromiter((_SHARE_MEMO[t] for t in texts), np.float64, count=len(texts))
+
+
 def language_codes(texts: Sequence[str], rc: RecallConfig) -> np.ndarray:
     """:data:`ZH`, :data:`EN` or :data:`BOTH` per text (int8), by :func:`cjk_share`."""
-    share = _shares(list(texts))
+    share = _memo_shares(list(texts))
     out = np.full(len(texts), BOTH, np.int8)
     out[share >= rc.background_zh_share] = ZH
     out[share <= rc.background_en_share] = EN
@@ -114,11 +128,6 @@ def load_texts(rc: RecallConfig) -> dict[str, list[str]]:
                               "2 sentences (one per line)", len(texts))
         out[lang] = texts
     return out
-
-
-def _stats(cos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, population std) over the last axis."""
-    return cos.mean(axis=-1), cos.std(axis=-1)
 
 
 @dataclass(frozen=True)
@@ -160,9 +169,11 @@ class Background:
     def query_stats(self, query_vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of the query's cosine to the sample as documents, indexed by language code
         (:data:`ZH`, :data:`EN`, :data:`BOTH`): three values each (float64)."""
-        q = np.asarray(query_vec, np.float32)
-        stats = [_stats((m @ q).astype(np.float64)) for m in self.docs]
-        return np.array([s[0] for s in stats]), np.array([s[1] for s in stats])
+        cos = self.docs[BOTH] @ np.asarray(query_vec, np.float32)   # zh rows, then en rows
+        n_zh = len(self.docs[ZH])
+        parts = (cos[:n_zh], cos[n_zh:], cos)
+        return (np.array([p.mean(dtype=np.float64) for p in parts]),
+                np.array([p.std(dtype=np.float64) for p in parts]))
 
     def memory_stats(self, vectors: np.ndarray, lang: int) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) per memory vector of its cosine to the sample as queries of language
