@@ -47,6 +47,7 @@ from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUS
 
 from .cache import CACHE_TABLE_SQL
 from .connect import Connection, db_path, transaction
+from .snapshot import read_snapshot
 
 
 def _in(values: Sequence[str]) -> str:
@@ -274,12 +275,17 @@ def check_openable(conn: Connection) -> None:
     the journal mode is set), a database of another application (schema version 0 with tables)
     or of a newer memlab. Reads only.
 
+    Both reads see one state (a read snapshot): another process creating the same new store may
+    commit its first migration between them, and a version read before that commit with the tables
+    read after it would look like another application's database.
+
     Raises:
         StoreError: naming the file, what it holds and what to do; the file is left unchanged.
     """
-    _refuse_newer(conn, LATEST)
-    if schema_version(conn) == 0:
-        _refuse_foreign(conn)
+    with read_snapshot(conn):
+        _refuse_newer(conn, LATEST)
+        if schema_version(conn) == 0:
+            _refuse_foreign(conn)
 
 
 def migrate(conn: Connection, *, migrations: Sequence[tuple[int, str, Sequence[Step]]] = MIGRATIONS
