@@ -113,8 +113,9 @@ class StoreConfig(_Section):
 
 
 class RecallConfig(_Section):
-    k: int = _f(8, "Memories returned by recall() when k is not given. memlab's choice.",
-                ge=1, le=1000)
+    k: int = _f(8, "Memories returned by recall() when k is not given; it sizes recall()'s "
+                "candidate pools (benchmarks rank max(bench.k, max(bench.ks)) instead). memlab's "
+                "choice.", stage="candidates", ge=1, le=1000)
     permanent_pool_min: int = _f(80, "Permanent candidates: max(min, min(max, per_k * k)).",
                                  stage="candidates", ge=0, le=100_000, spec="reverie §8")
     permanent_pool_max: int = _f(400, "Upper bound of the permanent candidate pool.",
@@ -358,8 +359,9 @@ class EntityConfig(_Section):
 
 
 class TemporalConfig(_Section):
-    enabled: bool = _f(True, "Temporal-intent signal (recent/historical/when/first).",
-                       spec="reverie §11.2")
+    enabled: bool = _f(True, "Temporal-intent signal (recent/historical/when/first) and explicit "
+                       "windows. Read while building candidates (the intent column, the window).",
+                       stage="candidates", spec="reverie §11.2")
     intent_boost: float = _f(0.08, "+/- boost for recent/historical intent.", ge=0.0, le=1.0,
                              spec="reverie §11.2")
     recent_window_days: float = _f(
@@ -370,19 +372,23 @@ class TemporalConfig(_Section):
     recent_cues: tuple[str, ...] = _f(
         ("最近", "现在", "这几天", "近来", "如今", "目前", "这阵子", "lately", "recently",
          "these days", "nowadays", "currently", "right now", "this week", "now"),
-        "Cues of recent intent (§11.2: 最近/现在 -> recent).", spec="reverie §11.2")
+        "Cues of recent intent (§11.2: 最近/现在 -> recent); read into the intent column.",
+        stage="candidates", spec="reverie §11.2")
     historical_cues: tuple[str, ...] = _f(
         ("以前", "曾经", "过去", "从前", "当年", "原来", "之前", "used to", "previously",
          "in the past", "formerly", "back then", "before"),
-        "Cues of historical intent (§11.2: 以前/曾经 -> historical).", spec="reverie §11.2")
+        "Cues of historical intent (§11.2: 以前/曾经 -> historical); read into the intent column.",
+        stage="candidates", spec="reverie §11.2")
     when_cues: tuple[str, ...] = _f(
         ("什么时候", "何时", "哪天", "哪一天", "几号", "几月", "哪年", "when", "what date",
          "what day", "which day", "how long ago"),
-        "Cues of when intent (§11.2: 什么时候 -> when).", spec="reverie §11.2")
+        "Cues of when intent (§11.2: 什么时候 -> when); read into the intent column.",
+        stage="candidates", spec="reverie §11.2")
     first_cues: tuple[str, ...] = _f(
         ("第一次", "最早", "首次", "头一回", "第一回", "first time", "the first", "earliest",
          "first"),
-        "Cues of 'first' questions, answered oldest first (§11.2).", spec="reverie §11.2")
+        "Cues of 'first' questions, answered oldest first (§11.2); read into the intent column.",
+        stage="candidates", spec="reverie §11.2")
     time_windows: bool = _f(
         True, "Honour explicit look-back windows in questions ('最近三个月', 'in the last 2 weeks'): "
         "candidates (permanent ones excepted) must fall inside; dense search takes the "
@@ -500,7 +506,9 @@ class BenchConfig(_Section):
                 "candidate pools as recall(k=...) would) and questions ranked fewer than k are "
                 "counted (report 'ranking'). recall.k, live recall()'s default, is not used.",
                 ge=1, le=10_000, stage="candidates")
-    ks: tuple[int, ...] = _f((1, 3, 5, 10, 20), "Cut-offs of the metrics.")
+    ks: tuple[int, ...] = _f((1, 3, 5, 10, 20), "Cut-offs of the metrics. The largest (or bench.k) "
+                             "is how many memories a question ranks, which sizes its candidate "
+                             "pools: candidates stage.", stage="candidates")
     importance_policy: Literal["meta", "scored", "constant"] = _f(
         "meta", "Importance of replayed items: the item's meta (else constant), memlab's "
         "importance scorer, or constant.", stage="ingest")

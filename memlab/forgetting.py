@@ -27,7 +27,7 @@ import numpy as np
 
 from memlab.config import ForgettingConfig, MemlabConfig
 from memlab.errors import InvalidInput
-from memlab.recall.features import LAYER_CODES
+from memlab.types import LAYER_CODES
 
 PERMANENT = LAYER_CODES["permanent"]
 LONG_TERM = LAYER_CODES["long_term"]

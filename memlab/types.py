@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
+
+import numpy as np
 
 RETENTION_LAYERS = ("permanent", "long_term", "short_term")
 COGNITIVE_LAYERS = ("episodic", "semantic", "procedural")
@@ -14,6 +17,10 @@ LIFECYCLE_STATES = ("active", "expired", "superseded")
 #: that version (another embedder version embeds it).
 EMBEDDING_STATUSES = ("pending", "ready", "none")
 EPISTEMIC_STATUSES = ("asserted", "inferred", "speculative")
+
+#: integer codes of the layers in the raw-signal table and the in-process indexes
+LAYER_CODES = {"permanent": 0, "long_term": 1, "short_term": 2}
+COGNITIVE_CODES = {"episodic": 0, "semantic": 1, "procedural": 2}
 
 # Familiars' scope x category matrix (familiars §5.2).
 SCOPES = ("user", "identity", "dialogue", "ephemeral")
@@ -82,3 +89,39 @@ class MemoryRecord:
     @property
     def is_permanent(self) -> bool:
         return self.retention_layer == "permanent"
+
+
+class TermSets(Protocol):
+    """The term sets (``memory_terms``) of the candidates whose signals were fetched, by position.
+
+    ``overlap(query_terms, idx)`` counts the distinct query terms in each set ``idx`` points at
+    (the ``lexical`` signal's numerator); ``ts[i]`` is one set (dedup in selection).
+    """
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int) -> frozenset[str]: ...
+
+    def overlap(self, query_terms: Collection[str], idx: np.ndarray) -> np.ndarray: ...
+
+
+class ListTermSets:
+    """:class:`TermSets` from lists of terms (what the SQL path reads): frozensets built once."""
+
+    def __init__(self, lists: Sequence[Sequence[str]]) -> None:
+        self._sets = [frozenset(t) for t in lists]
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def __getitem__(self, i: int) -> frozenset[str]:
+        return self._sets[i]
+
+    def __iter__(self) -> Iterator[frozenset[str]]:
+        return iter(self._sets)
+
+    def overlap(self, query_terms: Collection[str], idx: np.ndarray) -> np.ndarray:
+        q = frozenset(query_terms)
+        sets = self._sets
+        return np.fromiter((len(q & sets[i]) for i in np.asarray(idx).tolist()), np.int64,
+                           count=len(idx))

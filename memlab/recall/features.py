@@ -43,14 +43,12 @@ Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
-from typing import Mapping, Protocol
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
-LAYER_CODES = {"permanent": 0, "long_term": 1, "short_term": 2}
-COGNITIVE_CODES = {"episodic": 0, "semantic": 1, "procedural": 2}
+from memlab.types import COGNITIVE_CODES, LAYER_CODES, ListTermSets, TermSets  # noqa: F401 (re-exported)
 
 COLUMNS: dict[str, str] = {
     "qid": "int32", "row": "int64", "cosine": "float32", "lexical": "float32",
@@ -120,42 +118,6 @@ def n_rows(table: Table) -> int:
     if isinstance(table, pd.DataFrame):
         return len(table)
     return len(table["qid"]) if "qid" in table else 0
-
-
-class TermSets(Protocol):
-    """The term sets (``memory_terms``) of the candidates whose signals were fetched, by position.
-
-    ``overlap(query_terms, idx)`` counts the distinct query terms in each set ``idx`` points at
-    (the ``lexical`` signal's numerator); ``ts[i]`` is one set (dedup in selection).
-    """
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, i: int) -> frozenset[str]: ...
-
-    def overlap(self, query_terms: Collection[str], idx: np.ndarray) -> np.ndarray: ...
-
-
-class ListTermSets:
-    """:class:`TermSets` from lists of terms (what the SQL path reads): frozensets built once."""
-
-    def __init__(self, lists: Sequence[Sequence[str]]) -> None:
-        self._sets = [frozenset(t) for t in lists]
-
-    def __len__(self) -> int:
-        return len(self._sets)
-
-    def __getitem__(self, i: int) -> frozenset[str]:
-        return self._sets[i]
-
-    def __iter__(self) -> Iterator[frozenset[str]]:
-        return iter(self._sets)
-
-    def overlap(self, query_terms: Collection[str], idx: np.ndarray) -> np.ndarray:
-        q = frozenset(query_terms)
-        sets = self._sets
-        return np.fromiter((len(q & sets[i]) for i in np.asarray(idx).tolist()), np.int64,
-                           count=len(idx))
 
 
 class Features:

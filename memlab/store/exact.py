@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from memlab.errors import InvalidInput
-from memlab.recall.features import LAYER_CODES
+from memlab.types import LAYER_CODES
 
 from .rowmap import RowMap
 from .snapshot import read_snapshot

@@ -38,7 +38,7 @@ import pandas as pd
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, StoreInconsistent
-from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES
+from memlab.types import COGNITIVE_CODES, LAYER_CODES
 
 from .connect import Connection
 from .rowmap import RowMap

@@ -28,7 +28,7 @@ import numpy as np
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, StoreError
-from memlab.recall.features import COGNITIVE_CODES, LAYER_CODES, ListTermSets
+from memlab.types import COGNITIVE_CODES, LAYER_CODES, ListTermSets
 from memlab.types import RETENTION_LAYERS, MemoryRecord
 
 from .cache import EmbeddingCache, text_hash

@@ -1,0 +1,58 @@
+"""Dependencies run one way (DESIGN.md, Layout): a module imports only from its own layer or the
+layers below it. Read from the source with ``ast`` (imports inside functions count too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import memlab
+
+PACKAGE = Path(memlab.__file__).resolve().parent
+
+#: bottom to top; a layer may import from itself and from every layer with a smaller rank
+RANK = {
+    "errors": 0, "types": 0, "clock": 0,
+    "config": 1, "inputs": 1, "text": 1,
+    "embed": 2,
+    "store": 3,
+    "forgetting": 4, "write": 4,
+    "recall": 5,
+    "api": 6,            # the facade over store, write and recall
+    "bench": 7,          # replays datasets through the api
+    "cli": 8, "__init__": 8,
+}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "memlab":
+            if node.module == "memlab":        # from memlab import forgetting
+                out += [(node.lineno, f"memlab.{a.name}") for a in node.names]
+            else:
+                out.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "memlab"]
+    return out
+
+
+def test_every_module_has_a_layer():
+    layers = {p.relative_to(PACKAGE).with_suffix("").parts[0] for p in PACKAGE.rglob("*.py")}
+    assert layers - {"__main__"} <= set(RANK), sorted(layers - set(RANK))
+
+
+def test_dependencies_run_one_way():
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = path.relative_to(PACKAGE).with_suffix("").parts[0]
+        for line, module in _imports(path):
+            if RANK.get(_layer(module), 99) > RANK[me]:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}")
+    assert wrong == [], "\n".join(wrong)
