@@ -517,8 +517,13 @@ class BenchConfig(_Section):
     layer_policy: Literal["meta", "importance", "long_term", "short_term"] = _f(
         "meta", "Layer of replayed items: the item's meta (else by importance), by importance "
         "threshold, or all in one layer.", stage="ingest")
-    cache_dir: str = _f(".cache/memlab", "Folder of the persistent embedding cache of benchmarks "
-                        "(a second run never re-embeds).", stage="runtime")
+    cache_dir: str = _f(".cache/memlab", "Folder of the persistent caches of benchmarks: embeddings "
+                        "(a second run never re-embeds) and, under features/, replayed raw "
+                        "signals.", stage="runtime")
+    feature_cache: bool = _f(True, "Keep each replay's raw-signal tables on disk (bench.cache_dir/"
+                             "features, keyed by dataset content, embedder, the candidates- and "
+                             "ingest-stage config and memlab's code): a second bench or sweep "
+                             "with the same key does no replay.", stage="runtime")
 
     @field_validator("ks", mode="before")
     @classmethod

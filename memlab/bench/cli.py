@@ -42,6 +42,10 @@ def bench(
     no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
     experiment: str = typer.Option("memlab-bench", "--experiment", help="MLflow experiment."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    cache_dir: Optional[Path] = typer.Option(
+        None, "--cache-dir", help="Folder of the embedding and feature caches (bench.cache_dir; "
+        "default .cache/memlab). A second run with the same dataset, embedder and "
+        "candidates/ingest config reads its raw signals from there: no replay."),
     lexical_only: bool = typer.Option(
         False, "--lexical-only", help="Rank with the lexical routes only: no embedder is loaded "
         "and every preset runs with recall.use_dense false. Without it an embedder that cannot "
@@ -56,6 +60,8 @@ def bench(
     """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category."""
     try:
         overrides = parse_assignments(set_)
+        if cache_dir is not None:
+            overrides["bench.cache_dir"] = str(cache_dir)
         if compare:
             presets = []
             for name in [c.strip() for c in compare.split(",") if c.strip()]:

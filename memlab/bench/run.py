@@ -21,15 +21,16 @@ import pandas as pd
 from memlab.bench import metrics as M
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
+from memlab.bench.featcache import cached_replay, features_key  # noqa: F401 (features_key: public here too)
 from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
 from memlab.config import MemlabConfig, describe
 from memlab.errors import ConfigError, DatasetError, EmbeddingUnavailable, InvalidInput
 from memlab.recall.score import score as score_table
+from memlab.recall.features import n_rows
 from memlab.recall.select import select
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PRESET_DIRS = (Path("experiments/configs"), REPO_ROOT / "experiments" / "configs")
-_FEATURE_STAGES = ("candidates", "ingest")
 
 
 def resolve_preset(name_or_path: str) -> tuple[str, Path]:
@@ -46,31 +47,21 @@ def resolve_preset(name_or_path: str) -> tuple[str, Path]:
                       name_or_path)
 
 
-def features_key(cfg: MemlabConfig) -> str:
-    """What the raw signals depend on: the embedder and every candidates/ingest-stage field."""
-    flat = cfg.to_flat()
-    keep = {r["key"]: flat[r["key"]] for r in describe()
-            if r["stage"] in _FEATURE_STAGES or r["key"].startswith("embedding.")}
-    keep.pop("embedding.batch_size", None)
-    keep.pop("embedding.threads", None)
-    return json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
-
-
 def rank(rep: Replayed, cfg: MemlabConfig) -> dict[str, list[str]]:
     """Score the raw signals with ``cfg`` and select up to `ranked_per_question` memories each.
 
     Keys are ``conversation_id::query_id``; items are ``conversation_id::item_id`` (item ids are
     only unique within a conversation)."""
     k = ranked_per_question(cfg)
-    table = rep.features.table
+    table = rep.features.columns            # arrays (memory-mapped from the feature cache)
     out: dict[str, list[str]] = {}
     keys = [f"{c}::{q}" for c, q in zip(rep.questions["conversation_id"], rep.questions["query_id"])]
     convs = rep.questions["conversation_id"].tolist()
-    if table.empty:
+    if not n_rows(table):
         return {key: [] for key in keys}
     scored = score_table(table, cfg)
     picks = select(table, scored, terms=rep.features.terms, k=k, cfg=cfg)
-    rows = table["row"].to_numpy()
+    rows = np.asarray(table["row"])
     for qid, key in enumerate(keys):
         pos = picks[qid] if qid < len(picks) else np.zeros(0, int)
         out[key] = [f"{convs[qid]}::{rep.row_item[int(r)]}" for r in rows[pos]]
@@ -245,7 +236,10 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
         for name, cfg in presets:
             key = features_key(cfg)
             if key not in groups:
-                rep = replay(ds, cfg=cfg, embedder=embedder, cache=cache, progress=progress)
+                rep = cached_replay(
+                    ds, cfg=cfg, embedder_version=embedder.version if embedder is not None
+                    else "none", replay_fn=lambda: replay(ds, cfg=cfg, embedder=embedder,
+                                                          cache=cache, progress=progress))
                 groups[key] = rep
                 for stage, secs in rep.timings.items():
                     timings[stage] = timings.get(stage, 0.0) + secs
