@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from memlab.version import __version__
 
 from memlab.clock import FixedClock, ReplayClock, SystemClock  # noqa: E402
 from memlab.config import MemlabConfig, load_config  # noqa: E402

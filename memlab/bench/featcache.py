@@ -33,11 +33,11 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-import memlab
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.replay import Replayed
 from memlab.config import MemlabConfig, describe
 from memlab.recall.features import COLUMNS, Features
+from memlab.version import __version__
 
 log = logging.getLogger("memlab")
 
@@ -61,8 +61,8 @@ def code_digest() -> str:
     """sha256 of memlab's own source and data files: a change of the code that computes raw
     signals must not reuse signals it computed before (``__version__`` alone does not move
     between commits)."""
-    root = Path(memlab.__file__).resolve().parent
-    h = hashlib.sha256(memlab.__version__.encode())
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(__version__.encode())
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".txt",
                                                                                      ".npz", ".json",
                                                                                      ".yaml")):
@@ -74,7 +74,7 @@ def code_digest() -> str:
 def cache_key(ds: Dataset, cfg: MemlabConfig, embedder_version: str) -> dict[str, Any]:
     return {"format": FORMAT, "dataset": ds.card.name, "dataset_version": ds.card.version,
             "dataset_hash": ds.content_hash(), "embedder": embedder_version,
-            "features": features_key(cfg), "memlab": memlab.__version__, "code": code_digest()}
+            "features": features_key(cfg), "memlab": __version__, "code": code_digest()}
 
 
 def entry_dir(cache_dir: str | Path, key: dict[str, Any]) -> Path:
