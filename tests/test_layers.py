@@ -20,6 +20,7 @@ RANK = {
     "recall": 5,
     "api": 6,            # the facade over store, write and recall
     "bench": 7,          # replays datasets through the api
+    "tune": 7.5,         # sweeps, fits and folds over bench's cached replays
     "cli": 8, "__init__": 8,
 }
 

@@ -56,17 +56,33 @@ def features_key(cfg: MemlabConfig) -> str:
     return json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
 
 
+#: memlab's modules that compute nothing a replay stores: scoring, selection, metrics, reports,
+#: tracking, tuning and the command line read raw signals, never make them. A change to them keeps
+#: the feature cache (a sweep edits none of the replay's code); any other module's change drops it.
+NOT_REPLAY_CODE = ("recall/score.py", "recall/select.py", "recall/inject.py", "recall/result.py",
+                   "bench/run.py", "bench/metrics.py", "bench/plots.py", "bench/track.py",
+                   "bench/tracking.py", "bench/cli.py", "bench/significance.py", "cli.py",
+                   "tune/")
+
+
+def _replay_code(rel: str) -> bool:
+    return not any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in NOT_REPLAY_CODE)
+
+
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """sha256 of memlab's own source and data files: a change of the code that computes raw
-    signals must not reuse signals it computed before (``__version__`` alone does not move
-    between commits)."""
+    """sha256 of the memlab source and data files a replay runs (all but :data:`NOT_REPLAY_CODE`):
+    a change of the code that computes raw signals must not reuse signals it computed before
+    (``__version__`` alone does not move between commits)."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(__version__.encode())
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".txt",
                                                                                      ".npz", ".json",
                                                                                      ".yaml")):
-        h.update(str(path.relative_to(root)).encode())
+        rel = path.relative_to(root).as_posix()
+        if not _replay_code(rel):
+            continue
+        h.update(rel.encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 

@@ -161,6 +161,23 @@ def open_cache(cfg: MemlabConfig):
     return EmbeddingCacheFile(Path(cfg.bench.cache_dir) / "embeddings.sqlite")
 
 
+def replay_cached(ds: Dataset, cfg: MemlabConfig, *, embedder, cache=None,
+                  progress: bool = True) -> Replayed:
+    """The raw signals of ``ds`` under ``cfg``: from the feature cache, or replayed (and cached).
+    ``embedder`` None: lexical only. ``cache``: the embedding cache (opened and closed here when
+    None)."""
+    own = cache is None
+    cache = open_cache(cfg) if own else cache
+    try:
+        return cached_replay(
+            ds, cfg=cfg, embedder_version=embedder.version if embedder is not None else "none",
+            replay_fn=lambda: replay(ds, cfg=cfg, embedder=embedder, cache=cache,
+                                     progress=progress))
+    finally:
+        if own:
+            cache.close()
+
+
 def _has_sessions(rep: Replayed) -> bool:
     per_conv: dict[int, set[str]] = {}
     for g, s in rep.row_session.items():
@@ -236,10 +253,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
         for name, cfg in presets:
             key = features_key(cfg)
             if key not in groups:
-                rep = cached_replay(
-                    ds, cfg=cfg, embedder_version=embedder.version if embedder is not None
-                    else "none", replay_fn=lambda: replay(ds, cfg=cfg, embedder=embedder,
-                                                          cache=cache, progress=progress))
+                rep = replay_cached(ds, cfg, embedder=embedder, cache=cache, progress=progress)
                 groups[key] = rep
                 for stage, secs in rep.timings.items():
                     timings[stage] = timings.get(stage, 0.0) + secs

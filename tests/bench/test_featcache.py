@@ -129,3 +129,42 @@ def test_cli_cache_dir_sets_where_both_caches_live(tiny_bench_folder, hashing_ya
     assert (where / "embeddings.sqlite").exists() and len(list((where / "features").iterdir())) == 1
     second = CliRunner().invoke(app, args)
     assert second.exit_code == 0 and "feature_cache_load" in second.output
+
+
+def _module_imports(path):
+    import ast
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.startswith("memlab"):
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("memlab"))
+    return out
+
+
+def test_code_outside_the_digest_is_not_reached_by_a_replay():
+    """The modules left out of code_digest must be ones a replay never runs: the transitive
+    imports of bench/replay.py (and the dataset loaders) reach none of them except the ones
+    that replay reaches only through api.recall (score/select/inject: unused by replay's
+    raw-signal path) -- listed here so that a new edge is a decision, not an accident."""
+    from pathlib import Path
+
+    import memlab
+    root = Path(memlab.__file__).resolve().parent
+    files = {p.relative_to(root).with_suffix("").as_posix().replace("/", "."): p
+             for p in root.rglob("*.py")}
+    files = {("memlab." + k).removesuffix(".__init__"): v for k, v in files.items()}
+    seen, todo = set(), ["memlab.bench.replay", "memlab.bench.featcache"]
+    while todo:
+        mod = todo.pop()
+        if mod in seen or mod not in files:
+            continue
+        seen.add(mod)
+        todo.extend(m for m in _module_imports(files[mod]) if m in files)
+    reached = {files[m].relative_to(root).as_posix() for m in seen}
+    excluded = {r for r in reached if not FC._replay_code(r)}
+    assert excluded <= {"recall/score.py", "recall/select.py", "recall/inject.py",
+                        "recall/result.py"}, excluded
+    assert FC._replay_code("recall/candidates.py") and not FC._replay_code("tune/sweep.py")
