@@ -10,6 +10,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memlab.bench.significance as S
 from memlab.bench import metrics as M
@@ -123,6 +125,21 @@ def test_under_the_null_p_values_are_uniform():
 
 
 # ----------------------------------------------------------------------------- edge cases
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 1 / 3, 0.5, 1.0]),
+                          st.sampled_from([0.0, 0.25, 1 / 3, 0.5, 1.0])), min_size=1, max_size=8),
+       st.sampled_from(S.METHODS))
+def test_p_is_a_symmetric_probability_and_exact_for_few_questions(pairs, method):
+    """Any scores: 0 < p <= 1, the same p with the presets swapped (two-sided), and for up to 8
+    questions the enumerated p of the brute force."""
+    a, b = np.array(pairs).T
+    p = paired_test(a, b, method=method).p
+    assert 0 < p <= 1
+    assert paired_test(b, a, method=method).p == p
+    if method == "randomisation":
+        assert p == pytest.approx(exact_p(b - a), abs=1e-12)
+
 
 @pytest.mark.parametrize("n", [1, 5, 200])
 @pytest.mark.parametrize("method", S.METHODS)
