@@ -13,7 +13,7 @@ from memlab.cli import app
 from memlab.config import MemlabConfig
 
 REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
-               "timings", "counts", "abstention"}
+               "timings", "counts", "abstention", "significance"}
 
 
 @pytest.fixture
@@ -298,6 +298,7 @@ def test_bench_writes_the_json_report_and_the_artifacts(cli, tmp_path, tiny_benc
     report = json.loads(out_json.read_text(encoding="utf-8"))
     assert set(report) == REPORT_KEYS | {"artifacts"}                 # no mlflow_runs: --no-track
     assert report["presets"] == ["hashing"]                          # the config file's stem
+    assert report["significance"] is None                           # one preset: nothing to test
     assert report["metrics"]["recall@1"] == pytest.approx(0.5)       # see tests/conftest.py
     assert report["config"]["embedding.backend"] == "hashing"
     run_dir = Path(report["artifacts"])

@@ -23,6 +23,7 @@ from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.featcache import cached_replay, features_key  # noqa: F401 (features_key: public here too)
 from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
+from memlab.bench.significance import compare_with_config, format_p
 from memlab.config import MemlabConfig, describe
 from memlab.errors import ConfigError, DatasetError, EmbeddingUnavailable, InvalidInput
 from memlab.recall.score import score as score_table
@@ -103,6 +104,18 @@ class BenchOutcome:
     timings: dict[str, float]
     counts: dict[str, int]
     embedder_version: str
+    significance: pd.DataFrame | None = None   # significance.compare_presets: vs the first preset
+
+    def significance_json(self) -> dict[str, Any] | None:
+        """The paired tests against the first preset: settings, then per preset and metric the
+        difference of means and the p-value. None with a single preset."""
+        sig = self.significance
+        if sig is None:
+            return None
+        vs = {name: {str(m): {"diff": round(float(row["diff"]), 6), "p": round(float(row["p"]), 6)}
+                     for m, row in sig.loc[name].iterrows()}
+              for name in sig.index.unique("preset") if name != sig.attrs["baseline"]}
+        return {**sig.attrs, "vs_baseline": vs}
 
     def to_json(self) -> dict[str, Any]:
         single = len(self.results) == 1
@@ -146,6 +159,7 @@ class BenchOutcome:
                            for r in self.results}},
             "counts": self.counts,
             "abstention": pick(abst),
+            "significance": self.significance_json(),
         }
 
 
@@ -284,11 +298,18 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                                         {"score": t_score}, abstention))
     finally:
         cache.close()
+    significance = None
+    if len(results) > 1:   # settings of the first preset (bench.significance_*)
+        t2 = time.perf_counter()
+        significance = compare_with_config(
+            {r.name: r.per_query for r in results}, base,
+            metrics=shared_metrics([r.config for r in results]))
+        timings["significance"] = time.perf_counter() - t2
     counts["questions_without_evidence_dropped"] = no_gold
     timings["total"] = time.perf_counter() - t0
     timings["peak_rss_mb"] = _peak_rss_mb()
     return BenchOutcome(ds, results, timings, counts,
-                        embedder.version if embedder is not None else no_embedder)
+                        embedder.version if embedder is not None else no_embedder, significance)
 
 
 def _rejected_lines(rejected: Sequence[str], *, show: int = 10) -> list[str]:
@@ -314,18 +335,53 @@ def _ranked_line(results: Sequence[PresetResult]) -> str:
             "default, unused here")
 
 
-def check_metrics(names: Sequence[str], configs: Sequence[MemlabConfig]) -> tuple[str, ...]:
-    """``names`` if the benchmark computes each for every config (families over bench.ks, and
-    mrr); otherwise an InvalidInput naming the valid ones."""
+def shared_metrics(configs: Sequence[MemlabConfig]) -> list[str]:
+    """The metric columns the benchmark computes for every config (families over bench.ks, and
+    mrr), in the first config's order."""
     valid = [c for c, _, _ in M.metric_columns(ks=configs[0].bench.ks)]
     for cfg in configs[1:]:
         have = {c for c, _, _ in M.metric_columns(ks=cfg.bench.ks)}
         valid = [c for c in valid if c in have]
+    return valid
+
+
+def check_metrics(names: Sequence[str], configs: Sequence[MemlabConfig]) -> tuple[str, ...]:
+    """``names`` if the benchmark computes each for every config (families over bench.ks, and
+    mrr); otherwise an InvalidInput naming the valid ones."""
+    valid = shared_metrics(configs)
     for name in list(names) or [""]:
         if name not in valid:
             raise InvalidInput("metric", "not a metric this benchmark computes; valid (cut-offs "
                                f"from bench.ks): {', '.join(valid)}", name)
     return tuple(names)
+
+
+def _with_p_values(out: BenchOutcome, overall: pd.DataFrame,
+                   cols: list[str]) -> tuple[list[str], list[str]]:
+    """A ``p(<main metric>)`` column before ``n`` in the overall table (``-`` on the first preset;
+    the main metric: ndcg@bench.k if shown, else the first shown), and a block with the
+    difference of means and the p-value of every shown metric against the first preset."""
+    sig = out.significance
+    shown = [m for m in cols if m != "n" and m in sig.index.unique("metric")]
+    if not shown:
+        return cols, []
+    main = f"ndcg@{out.results[0].config.bench.k}"
+    main = main if main in shown else shown[0]
+    p_col = f"p({main})"
+    overall[p_col] = [format_p(sig.loc[(name, main), "p"]) for name in overall.index]
+    a = sig.attrs
+    how = (f"all 2^{a['questions']} sign flips (exact)" if a["exact"] else
+           f"{a['resamples']:,} random sign flips, seed {a['seed']}"
+           if a["method"] == "randomisation" else
+           f"{a['resamples']:,} bootstrap resamples, seed {a['seed']}")
+    others = overall.index[1:]
+    block = pd.DataFrame({m: [f"{sig.loc[(name, m), 'diff']:+.3f} "
+                              f"({format_p(sig.loc[(name, m), 'p'])})" for name in others]
+                          for m in shown}, index=others)
+    return (cols[:-1] + [p_col, "n"],
+            ["", f"vs {a['baseline']}: mean difference (two-sided p), paired {a['method']} test, "
+                 f"{a['questions']} questions, {how}",
+             block.to_string()])
 
 
 def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "recall@10",
@@ -336,11 +392,14 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
     overall = pd.DataFrame({r.name: r.aggregate.loc["all"] for r in out.results}).T
     cols = [m for m in metrics if m in overall.columns] + ["n"]
     overall["n"] = overall["n"].astype(int)  # a count: the transpose made it float
+    sig_lines: list[str] = []
+    if out.significance is not None:
+        cols, sig_lines = _with_p_values(out, overall, cols)
     lines = [f"dataset {out.dataset.card.name} {out.dataset.card.version}  "
              f"({out.counts.get('questions', 0)} questions, {out.counts.get('items', 0)} items, "
              f"embedder {out.embedder_version})", _ranked_line(out.results), "",
              *_rejected_lines(out.dataset.report.rejected),
-             overall[cols].to_string(float_format=lambda v: f"{v:.3f}")]
+             overall[cols].to_string(float_format=lambda v: f"{v:.3f}"), *sig_lines]
     short = pd.DataFrame({r.name: r.ranking_counts() for r in out.results}).T.drop(
         columns="per_question")  # said in the header
     short.columns = [c.replace("fewer_than_", "<") for c in short.columns]

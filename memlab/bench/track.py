@@ -16,7 +16,11 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
     """params = the flat config; metrics overall and per category (and session level, and
     abstention overall and per question language); tags =
     dataset name, version and content hash, memlab version, git commit, embedder; artifacts = the
-    config YAML, per-query rankings, the recall@k curve and the per-category bars."""
+    config YAML, per-query rankings, the recall@k curve and the per-category bars.
+
+    Compared presets: every run but the first preset's also gets the paired test against the
+    first (``out.significance``) as metrics ``p.<metric>`` and ``diff.<metric>`` (``p.ndcg@10``
+    is logged as ``p.ndcg_at_10``) and the tag ``memlab.significance_baseline``."""
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # no migration chatter on first use
     uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd())
     ds = out.dataset
@@ -45,9 +49,15 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
                             if not math.isnan(v)})
         if parent is None:
             metrics.update(timing_metrics)
+        run_tags = {**tags, "memlab.preset": r.name}
+        sig = out.significance
+        if sig is not None and r.name != sig.attrs["baseline"]:   # vs the first preset
+            for metric, row in sig.loc[r.name].iterrows():
+                metrics[f"p.{metric}"] = float(row["p"])
+                metrics[f"diff.{metric}"] = float(row["diff"])
+            run_tags["memlab.significance_baseline"] = sig.attrs["baseline"]
         run_id = log_run(experiment=experiment, run_name=f"{ds.card.name}: {r.name}",
-                         params=r.config.to_flat(), metrics=metrics,
-                         tags={**tags, "memlab.preset": r.name},
+                         params=r.config.to_flat(), metrics=metrics, tags=run_tags,
                          artifacts={f.name: f for f in sorted(d.iterdir()) if f.is_file()},
                          tracking_uri=uri, parent_run_id=parent)
         ids[r.name] = {"run_id": run_id, "tracking_uri": uri}

@@ -19,7 +19,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import ConfigError
 
 REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
-               "timings", "counts", "abstention"}
+               "timings", "counts", "abstention", "significance"}
 NDCG_RANK2 = 1 / math.log2(3)  # one gold item at rank 2
 
 
@@ -124,7 +124,7 @@ def test_to_json_keys_timings_and_counts(tiny_bench_folder, hashing_cfg, tiny_be
     assert set(report["per_category"]["cos"]) == {"pets", "travel", "things", "music"}
     timings = report["timings"]
     for key in ("load", "embed", "ingest", "recall", "total", "peak_rss_mb", "score_cos",
-                "score_rrf"):
+                "score_rrf", "significance"):
         assert key in timings, key
         assert timings[key] >= 0
     assert timings["peak_rss_mb"] > 1                   # megabytes, not bytes or gigabytes
@@ -145,6 +145,8 @@ def test_one_preset_reports_flat_metrics(tiny_bench_folder, hashing_cfg):
     assert set(report) == REPORT_KEYS
     assert report["config"] == hashing_cfg.to_flat()
     assert "recall@1" in report["metrics"] and "only" not in report["metrics"]
+    assert report["significance"] is None and out.significance is None    # nothing to compare
+    assert "p(" not in format_table(out) and "significance" not in report["timings"]
 
 
 # ----------------------------------------------------------------------------- presets
@@ -319,3 +321,50 @@ def test_questions_without_gold_count_for_abstention_not_for_recall(tiny_bench, 
     run = _client(tracking_uri).get_run(ids["zscore"]["run_id"])
     assert run.data.metrics["abstention"] == 1.0 and run.data.metrics["answered"] == 0.75
     assert run.data.metrics["n_unanswerable"] == 1
+
+def test_compare_tests_each_preset_against_the_first(tiny_bench_folder, hashing_cfg,
+                                                      tracking_uri, tmp_path):
+    """generative_agents ranks u1::q3's gold first where cosine ranks it second (see
+    tiny_bench_dataset): recall@1 per question (1, 0, 0, 1) vs (1, 0, 1, 1), a difference of
+    +0.25 in one question only. Four questions: all 2^4 sign vectors are enumerated, and one
+    differing question is never significant: |+1| and |-1| are equally extreme, p = 1 exactly
+    (a one-sided test would say 0.5)."""
+    presets = [("cos", hashing_cfg.replace(**{"fusion.scorer": "cosine"})),
+               ("ga", hashing_cfg.replace(**{"fusion.scorer": "generative_agents"})),
+               ("rrf", hashing_cfg.replace(**{"fusion.scorer": "rrf"}))]
+    out = run_bench(dataset=str(tiny_bench_folder), presets=presets, progress=False)
+    assert out.results[1].per_query["recall@1"].tolist() == [1.0, 0.0, 1.0, 1.0]
+    sig = out.significance
+    assert sig.attrs == {"baseline": "cos", "method": "randomisation", "resamples": 10_000,
+                         "seed": 0, "questions": 4, "exact": True}
+    assert sig.loc[("ga", "recall@1"), "diff"] == pytest.approx(0.25)
+    assert sig.loc[("ga", "recall@1"), "p"] == 1.0
+    assert sig.loc[("ga", "mrr"), "diff"] == pytest.approx(0.125)        # 1/2 -> 1 on u1::q3
+    assert (sig.loc["rrf", "p"] == 1.0).all() and (sig.loc["rrf", "diff"] == 0).all()
+    assert sig.loc["cos", "p"].isna().all()
+
+    report = out.to_json()["significance"]
+    assert report["baseline"] == "cos" and report["exact"] is True
+    assert set(report["vs_baseline"]) == {"ga", "rrf"}
+    assert report["vs_baseline"]["ga"]["recall@1"] == {"diff": 0.25, "p": 1.0}
+    assert set(report["vs_baseline"]["ga"]) == set(out.results[0].per_query.columns) - {
+        "category", "ranked"}                                         # every metric
+
+    table = format_table(out)
+    rows = [ln.split() for ln in table.split("\n\n")[1].splitlines()]
+    assert rows[0][-2:] == ["p(ndcg@10)", "n"]
+    assert [r[-2] for r in rows[1:]] == ["-", "1.000", "1.000"]
+    detail = table.split("vs cos: ")[1].split("\n\n")[0].splitlines()
+    assert "all 2^4 sign flips (exact)" in detail[0]
+    assert detail[1].split() == ["recall@5", "recall@10", "ndcg@10", "mrr"]
+    assert detail[2].split()[0] == "ga" and detail[2].split()[-2:] == ["+0.125", "(1.000)"]
+
+    ids = track_outcome(out, run_dir=write_artifacts(out, tmp_path / "results"),
+                        tracking_uri=tracking_uri, experiment="significance")
+    client = _client(tracking_uri)
+    ga = client.get_run(ids["ga"]["run_id"])
+    assert ga.data.metrics["p.recall_at_1"] == 1.0
+    assert ga.data.metrics["diff.recall_at_1"] == pytest.approx(0.25)
+    assert ga.data.tags["memlab.significance_baseline"] == "cos"
+    first = client.get_run(ids["cos"]["run_id"])
+    assert not any(k.startswith(("p.", "diff.")) for k in first.data.metrics)
