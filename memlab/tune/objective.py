@@ -6,12 +6,14 @@ leading minus: ``ndcg@10``, ``recall@5,-prompt_chars``. The value of a column is
 questions, or with ``macro`` the mean of its per-category means (each category counts once).
 
 :class:`Evaluator` keeps one replay per features key (:func:`memlab.bench.run.features_key`) in a
-small in-process dict: a trial whose candidate-stage keys match an earlier one re-scores that
-replay; a new key reads the feature cache on disk, or replays once and writes it.
+small in-process dict (the ``max_replays`` most recently used): a trial whose candidate-stage keys
+match an earlier one re-scores that replay; a new key reads the feature cache on disk (memory-
+mapped), or replays once and writes it.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -76,24 +78,34 @@ class Evaluator:
     """Scores configurations on one dataset: per-query frames and objective values.
 
     ``level``: item or session (``per_query``'s); ``macro``: mean of per-category means;
-    ``embedder``: the replay's embedder (None: lexical routes only).
+    ``embedder``: the replay's embedder (None: lexical routes only); ``max_replays``: replays
+    kept in memory (least recently used dropped first; a dropped one comes back from the
+    feature cache).
     """
 
     def __init__(self, ds: Dataset, objective: Objective, *, embedder, level: str = "item",
-                 macro: bool = False, progress: bool = False) -> None:
+                 macro: bool = False, progress: bool = False, max_replays: int = 8) -> None:
         if level not in LEVELS:
             raise InvalidInput("level", f"must be one of {', '.join(LEVELS)}", level)
+        if isinstance(max_replays, bool) or not isinstance(max_replays, int) or max_replays < 1:
+            raise InvalidInput("max_replays", "must be an integer >= 1", max_replays)
+        self.max_replays = max_replays
         self.ds, self.objective, self.embedder = ds, objective, embedder
         self.level, self.macro, self.progress = level, macro, progress
         self.sessions = item_sessions(ds) if level == "session" else None
-        self.replays: dict[str, Replayed] = {}
+        self.replays: OrderedDict[str, Replayed] = OrderedDict()
+        self.replayed = 0   # replays fetched (from the feature cache or replayed)
 
     def replay(self, cfg: MemlabConfig) -> Replayed:
         key = features_key(cfg)
         rep = self.replays.get(key)
         if rep is None:
             rep = replay_cached(self.ds, cfg, embedder=self.embedder, progress=self.progress)
+            self.replayed += 1
             self.replays[key] = rep
+            while len(self.replays) > self.max_replays:
+                self.replays.popitem(last=False)
+        self.replays.move_to_end(key)
         return rep
 
     def frame(self, cfg: MemlabConfig) -> pd.DataFrame:

@@ -199,3 +199,38 @@ def test_cli_sweep_writes_yaml_and_json(tiny_bench_folder, hashing, tmp_path):
     assert "default" in out.output and "memlab bench --config" in out.output
     bad = CliRunner().invoke(app, [*args[:4], str(tmp_path / "none.yaml"), *args[5:]])
     assert bad.exit_code == 2 and "no such search-space file" in bad.output
+
+
+def test_one_replay_per_features_key(tiny_bench, hashing_cfg, counting_embedder):
+    ev = Evaluator(tiny_bench, Objective.parse("ndcg@10"), embedder=counting_embedder,
+                   max_replays=2)
+    a, b, c = (hashing_cfg.replace(**{"recall.lexical_pool_min": n}) for n in (60, 120, 240))
+    ev.frame(a)
+    ev.frame(a.replace(**{"fusion.relevance": 0.1}))     # score stage: the same replay
+    assert ev.replayed == 1 and len(ev.replays) == 1
+    ev.frame(b)
+    ev.frame(c)                                            # a third key drops the oldest (a)
+    assert ev.replayed == 3 and len(ev.replays) == 2
+    embedded = len(counting_embedder.queries)
+    ev.frame(a)                                            # back from the feature cache
+    assert ev.replayed == 4 and len(counting_embedder.queries) == embedded
+
+
+def test_session_level_scores_sessions(run, tiny_bench_folder, hashing):
+    from memlab.tune.evaluate import item_sessions, per_query
+
+    res = run(space=GRID, sampler="grid", trials=1, level="session", objective="recall@1")
+    ds = registry.load(str(tiny_bench_folder))
+    base = memlab.load_config(resolve_preset("reverie")[1], overrides=hashing)
+    ev = Evaluator(ds, Objective.parse("recall@1"), embedder=make_embedder(base))
+    want = per_query(ev.replay(base), base, level="session", sessions=item_sessions(ds))
+    assert res.default["recall@1"] == pytest.approx(want["recall@1"].mean())
+    assert res.default["recall@1"] == 1.0     # one session per user: its gold session ranks first
+
+
+def test_an_optuna_rdb_url_holds_the_study(run, tmp_path):
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    run(space=WIDE, sampler="random", trials=2, storage=url, study="rdb")
+    res = run(space=WIDE, sampler="random", trials=3, storage=url, study="rdb")
+    assert res.storage == url and list(res.trials["number"]) == [0, 1, 2]
+    assert not (tmp_path / "sweeps" / "rdb.journal").exists()
