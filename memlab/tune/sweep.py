@@ -12,6 +12,7 @@ the default configuration on another dataset.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import multiprocessing as mp
 import re
@@ -24,7 +25,7 @@ import numpy as np
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.run import resolve_preset
-from memlab.config import MemlabConfig, load_config
+from memlab.config import MemlabConfig, describe, load_config
 from memlab.errors import InvalidInput
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.report import SweepResult, best_trial, summarise_folds
@@ -67,9 +68,18 @@ class SweepSpec:
     def settings(self, ds: Dataset) -> dict[str, Any]:
         """What a study is bound to: a rerun with other settings needs another study name."""
         return {"dataset": ds.card.name, "dataset_hash": ds.content_hash(), "preset": self.preset,
-                "base_config": self.base_config().digest(), "space": self.space.name,
+                "base_config": _result_digest(self.base_config()), "space": self.space.name,
                 "space_digest": self.space.digest(), "objective": self.objective,
                 "level": self.level, "macro_categories": self.macro}
+
+
+def _result_digest(cfg: MemlabConfig) -> str:
+    """A hash of the fields that can change a score (every stage but runtime: a cache folder or
+    a batch size does not bind a study)."""
+    flat = cfg.to_flat()
+    keep = {r["key"]: flat[r["key"]] for r in describe() if r["stage"] != "runtime"}
+    blob = json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def _embedder(cfg: MemlabConfig):

@@ -234,3 +234,13 @@ def test_an_optuna_rdb_url_holds_the_study(run, tmp_path):
     res = run(space=WIDE, sampler="random", trials=3, storage=url, study="rdb")
     assert res.storage == url and list(res.trials["number"]) == [0, 1, 2]
     assert not (tmp_path / "sweeps" / "rdb.journal").exists()
+
+
+def test_a_runtime_setting_does_not_bind_the_study(run, hashing, tmp_path):
+    run(space=WIDE, sampler="random", trials=2, study="rt")
+    moved = {**hashing, "bench.cache_dir": str(tmp_path / "other-cache")}
+    res = run(space=WIDE, sampler="random", trials=3, study="rt", overrides=moved)
+    assert len(res.trials) == 3
+    with pytest.raises(ConfigError, match="base_config"):
+        run(space=WIDE, sampler="random", trials=4, study="rt",
+            overrides={**hashing, "fusion.importance": 0.5})
