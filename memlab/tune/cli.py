@@ -19,8 +19,8 @@ def _dataset_options(pairs: list[str] | None) -> dict:
 
 
 def sweep_cmd(
-    dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d",
-                                help="A registered name (memlab datasets list) or a canonical folder."),
+    dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d", help="A registered name "
+                                "(memlab datasets list) or a canonical folder."),
     path: Optional[str] = typer.Option(None, "--path", help="Where the named dataset's files are."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
                                                "key=value (e.g. granularity=session)."),
