@@ -104,3 +104,20 @@ def test_two_worker_processes_run_no_trial_twice(tiny_bench_folder, cache_dir, t
     assert len(params) == n                                    # no parameter set twice
     workers = {t.user_attrs["memlab.worker"] for t in trials}
     assert len(workers) == 2 and str(os.getpid()) not in {w.split(":")[-1] for w in workers}
+
+
+def test_only_trials_of_dead_local_workers_are_failed(tmp_path):
+    import socket
+
+    from memlab.tune.objective import Objective
+    from memlab.tune.study import WORKER_ATTR, fail_orphans, open_study
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    study = open_study(open_storage(tmp_path / "o.journal"), "o", Objective.parse("mrr"), {})
+    host = socket.gethostname()
+    owners = [f"{host}:{dead.pid}", f"{host}:{os.getpid()}", f"elsewhere:{dead.pid}"]
+    for who in owners:
+        study.ask().set_user_attr(WORKER_ATTR, who)
+    assert fail_orphans(study) == [0]
+    assert [t.state.name for t in study.trials] == ["FAIL", "RUNNING", "RUNNING"]

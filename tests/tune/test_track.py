@@ -129,3 +129,31 @@ def test_importance_says_why_when_too_few_trials(result, caplog):
     widths = [p.get_width() for p in fig.axes[0].patches]
     assert len(widths) == 2 and sum(widths) == pytest.approx(1.0)
     assert isinstance(result.trials, pd.DataFrame)
+
+
+def test_cli_sweep_logs_to_the_tracking_uri(tiny_bench_folder, cache_dir, tmp_path):
+    import json
+
+    from mlflow.tracking import MlflowClient
+    from typer.testing import CliRunner
+
+    from memlab.cli import app
+
+    space = tmp_path / "s.yaml"
+    space.write_text("params:\n  fusion.relevance: {float: [0.0, 1.0]}\n", encoding="utf-8")
+    uri = f"sqlite:///{tmp_path / 'cli.db'}"
+    sets = ["--set", "embedding.backend=hashing", "--set", "recall.floor_mode=absolute",
+            "--set", "recall.relevance_floor=0.0", "--cache-dir", str(cache_dir)]
+    out = CliRunner().invoke(app, ["sweep", "-d", str(tiny_bench_folder), "--space", str(space),
+                                   "--preset", "reverie", "--trials", "3", "--sampler", "random",
+                                   "-q", "--tracking-uri", uri, "--top", "2", "--experiment",
+                                   "cli-sweep", "--out-dir", str(tmp_path / "o"), "--json",
+                                   str(tmp_path / "s.json"), *sets])
+    assert out.exit_code == 0, out.output
+    rep = json.loads((tmp_path / "s.json").read_text())
+    client = MlflowClient(tracking_uri=uri)
+    parent = client.get_run(rep["mlflow"]["parent"])
+    assert client.get_experiment(parent.info.experiment_id).name == "cli-sweep"
+    kids = [client.get_run(r) for r in rep["mlflow"]["children"].values()]
+    assert len(kids) == 2
+    assert all(k.data.tags["mlflow.parentRunId"] == parent.info.run_id for k in kids)
