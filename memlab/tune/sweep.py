@@ -26,7 +26,7 @@ from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.run import resolve_preset
 from memlab.config import MemlabConfig, describe, load_config
-from memlab.errors import InvalidInput
+from memlab.errors import InvalidInput, MemlabError
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.report import SweepResult, best_trial, summarise_folds
 from memlab.tune.space import Space, resolve_space
@@ -149,8 +149,9 @@ def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, tr
                     bar.poll()
         bad = [p.exitcode for p in procs if p.exitcode != 0]
         if bad:
-            raise RuntimeError(f"{len(bad)} sweep worker process(es) failed (exit codes {bad}); "
-                               "their errors are above")
+            raise MemlabError(f"{len(bad)} sweep worker process(es) of study {name!r} failed "
+                              f"(exit codes {bad}); their errors are above. The study keeps "
+                              "every finished trial: rerun to continue it")
     if bar:
         bar.close()
     return loop.study

@@ -20,9 +20,10 @@ from memlab.bench.datasets import registry
 from memlab.bench.run import resolve_preset
 from memlab.cli import app
 from memlab.embed import make_embedder
-from memlab.errors import ConfigError, InvalidInput
+from memlab.errors import ConfigError, InvalidInput, MemlabError
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.space import Space
+from memlab.tune.study import open_storage
 from memlab.tune.sweep import sweep
 
 DEFAULT_NDCG = (1 + 0 + 1 / math.log2(3) + 1) / 4
@@ -51,6 +52,7 @@ def run(tiny_bench_folder, hashing, tmp_path):
         args = dict(dataset=str(tiny_bench_folder), preset="reverie", overrides=hashing,
                     out_dir=tmp_path / "sweeps", progress=False)
         return sweep(**{**args, **kw})
+    go.out_dir = tmp_path / "sweeps"
     return go
 
 
@@ -244,3 +246,25 @@ def test_a_runtime_setting_does_not_bind_the_study(run, hashing, tmp_path):
     with pytest.raises(ConfigError, match="base_config"):
         run(space=WIDE, sampler="random", trials=4, study="rt",
             overrides={**hashing, "fusion.importance": 0.5})
+
+
+REFUSED = Space.from_dict({"params": {"entity.boost_each": {"float": [0.05, 0.08]},
+                                      "entity.boost_cap": {"float": [0.0, 0.04]}}},
+                          name="refused")   # each > cap: the config's cross-field rule
+
+
+def test_configs_the_schema_refuses_fail_their_trials_then_stop_the_sweep(run):
+    with pytest.raises(ConfigError, match="21 trials in a row .* must be <= entity.boost_cap"):
+        run(space=REFUSED, sampler="random", trials=3, study="refused")
+    import optuna
+
+    study = optuna.load_study(study_name="refused",
+                              storage=open_storage(run.out_dir / "refused.journal"))
+    assert [t.state.name for t in study.trials] == ["FAIL"] * 21
+    assert all("entity.boost_each" in t.user_attrs["memlab.error"] for t in study.trials)
+
+
+@pytest.mark.slow
+def test_a_failing_worker_process_is_a_memlab_error(run):
+    with pytest.raises(MemlabError, match="worker process.*rerun to continue"):
+        run(space=REFUSED, sampler="random", trials=3, study="refused2", n_jobs=2)
