@@ -12,7 +12,8 @@ trial is asked for, handed back when a trial fails on a configuration rule), so 
 finish exactly N. Commands on several machines each aim at N and may overshoot by the trials
 running elsewhere when N is reached (as Optuna's ``MaxTrialsCallback``).
 
-Killed workers. A journal has no heartbeat: a trial whose process was killed stays RUNNING.
+Killed workers. A record torn by a kill mid-append is dropped when the journal is next opened
+(:func:`repair_journal`, under the journal's lock). A journal has no heartbeat: a trial whose process was killed stays RUNNING.
 Each trial records ``memlab.worker`` = ``host:pid``; :func:`fail_orphans` marks FAIL the RUNNING
 trials of this host whose process no longer exists (run before a sweep starts), so that the
 trial table does not show them running forever.
@@ -63,11 +64,45 @@ def open_storage(storage: str | Path):
     text = str(storage)
     if "://" in text:
         return optuna.storages.RDBStorage(text)
-    from optuna.storages.journal import JournalFileBackend
+    from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
     path = Path(text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+    lock = JournalFileSymlinkLock(str(path))   # the backend's own lock (a stale one: 30 s)
+    if path.exists():
+        lock.acquire()
+        try:
+            repair_journal(path)
+        finally:
+            lock.release()
+    return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
+
+
+def repair_journal(path: Path) -> int:
+    """Drop a torn last record (a process killed while appending leaves a line without its
+    newline; Optuna skips it on reading, but the next append would glue a valid record to it and
+    make the file unreadable). Call under the journal's lock. Returns the bytes dropped."""
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return 0
+        keep = 0
+        pos = size
+        while pos > 0 and not keep:
+            step = min(pos, 1 << 16)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step)
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                keep = pos + cut + 1
+        f.truncate(keep)
+    log.warning("%s: dropped a torn last record (%d bytes) left by a killed process",
+                path, size - keep)
+    return size - keep
 
 
 def sampler_seed(seed: int | None, worker: int, existing: int) -> int | None:

@@ -3,6 +3,7 @@ finished trial and reaches N; two worker processes on one study run no trial twi
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -121,3 +122,22 @@ def test_only_trials_of_dead_local_workers_are_failed(tmp_path):
         study.ask().set_user_attr(WORKER_ATTR, who)
     assert fail_orphans(study) == [0]
     assert [t.state.name for t in study.trials] == ["FAIL", "RUNNING", "RUNNING"]
+
+
+def test_a_torn_last_journal_record_is_dropped_before_appending(tmp_path, caplog):
+    from memlab.tune.objective import Objective
+    from memlab.tune.study import open_study
+
+    journal = tmp_path / "t.journal"
+    study = open_study(open_storage(journal), "t", Objective.parse("mrr"), {})
+    study.tell(study.ask(), 0.5)
+    whole = journal.read_bytes()
+    with open(journal, "ab") as f:
+        f.write(b'{"op_code": 4, "worker_id": "x", "study_id": 0, "dat')   # killed mid-write
+    study = open_study(open_storage(journal), "t", Objective.parse("mrr"), {})
+    assert "torn last record (52 bytes)" in caplog.text
+    text = journal.read_bytes()
+    assert text.startswith(whole) and all(json.loads(line) for line in text.splitlines())
+    study.tell(study.ask(), 0.7)                  # appends cleanly after the repair
+    again = load(journal, "t")
+    assert [t.values for t in again.trials] == [[0.5], [0.7]]
