@@ -52,6 +52,9 @@ def sweep_cmd(
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default from space, "
                                         "dataset, preset and objective); rerun to continue it."),
     seed: int = typer.Option(0, "--seed", help="Sampler and fold seed."),
+    start_from_default: bool = typer.Option(
+        True, "--start-from-default/--no-start-from-default", help="A new study's first trial "
+        "is the preset's own configuration (when the space holds it; not with --sampler grid)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides of the "
                                              "preset, e.g. embedding.backend=hashing."),
@@ -81,7 +84,8 @@ def sweep_cmd(
                        objective=objective, level=level, macro_categories=macro, folds=folds,
                        test_dataset=test_dataset, test_path=test_path, n_jobs=n_jobs,
                        storage=storage, study=study, seed=seed, limit=limit, overrides=overrides,
-                       out_dir=out_dir, progress=not quiet)
+                       out_dir=out_dir, progress=not quiet,
+                       start_from_default=start_from_default)
     except MemlabError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)

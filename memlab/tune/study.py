@@ -18,6 +18,9 @@ Each trial records ``memlab.worker`` = ``host:pid``; :func:`fail_orphans` marks 
 trials of this host whose process no longer exists (run before a sweep starts), so that the
 trial table does not show them running forever.
 
+Default first. A new study's first trial is the preset's own configuration when the space holds
+it (not with the grid sampler, which visits its grid): the best is never worse than the preset.
+
 Seeds. Each worker's sampler is seeded from (``seed``, worker index, trials already in the
 study): two workers, or a resumed run, never replay the same random draws.
 """
@@ -25,6 +28,7 @@ study): two workers, or a resumed run, never replay the same random draws.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import warnings
@@ -40,7 +44,7 @@ from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.space import Space
 
 __all__ = ["SAMPLERS", "open_storage", "make_sampler", "open_study", "run_trials", "fail_orphans",
-           "Budget", "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
+           "enqueue_default", "default_params", "Budget", "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +162,37 @@ def open_study(storage, name: str, objective: Objective, settings: dict[str, Any
                                   f"{have.get(key)!r}; this run asks {settings.get(key)!r}: "
                                   "choose another --study (or the same settings)", name)
     return study
+
+
+def default_params(space: Space, base: MemlabConfig) -> dict[str, Any] | None:
+    """The preset's own values of the space's keys as Optuna params, or None (logged) when one
+    lies outside its range (off a step, not among the choices)."""
+    flat = base.to_flat()
+    out: dict[str, Any] = {}
+    for p in space.params:
+        v = flat[p.key]
+        if p.kind == "categorical":
+            ok = v in p.choices
+        else:
+            ok = p.low <= v <= p.high and (p.step is None or math.isclose(
+                round((v - p.low) / p.step) * p.step + p.low, v))
+        if not ok:
+            log.info("the preset's %s = %r is outside the space: no default trial", p.key, v)
+            return None
+        out[p.key] = v
+    return out
+
+
+def enqueue_default(study, space: Space, base: MemlabConfig) -> bool:
+    """A new study's first trial is the preset's own configuration (when the space holds it):
+    the best trial is then never worse than the preset. True when enqueued."""
+    if study.trials:
+        return False
+    params = default_params(space, base)
+    if params is None:
+        return False
+    study.enqueue_trial(params, skip_if_exists=True)
+    return True
 
 
 def worker_id() -> str:

@@ -30,8 +30,8 @@ from memlab.errors import InvalidInput, MemlabError
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.report import SweepResult, best_trial, summarise_folds
 from memlab.tune.space import Space, resolve_space
-from memlab.tune.study import (Budget, TrialLoop, fail_orphans, make_sampler, n_complete,
-                               open_storage, open_study, run_trials, sampler_seed)
+from memlab.tune.study import (Budget, TrialLoop, enqueue_default, fail_orphans, make_sampler,
+                               n_complete, open_storage, open_study, run_trials, sampler_seed)
 
 __all__ = ["sweep", "SweepSpec"]
 
@@ -57,6 +57,7 @@ class SweepSpec:
     seed: int | None
     storage: str
     study: str
+    start_from_default: bool = True
 
     def base_config(self) -> MemlabConfig:
         return load_config(self.preset_path, overrides=dict(self.overrides))
@@ -126,6 +127,8 @@ def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, tr
     ctx = mp.get_context("spawn")
     loop = _loop(spec, ds, evaluator, name, questions, 0, n_jobs > 1)
     fail_orphans(loop.study)
+    if spec.start_from_default and spec.sampler != "grid":
+        enqueue_default(loop.study, spec.space, loop.base)
     todo = trials
     if spec.sampler == "grid":
         size = int(np.prod([len(v) for v in spec.space.grid().values()]))
@@ -200,7 +203,8 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
           dataset_options: Mapping[str, Any] | None = None, limit: int | None = None,
           overrides: Mapping[str, Any] | None = None, test_dataset: str | None = None,
           test_path: str | None = None, out_dir: str | Path = "results/sweeps",
-          progress: bool = True, embedder=None) -> SweepResult:
+          progress: bool = True, start_from_default: bool = True,
+          embedder=None) -> SweepResult:
     """Search ``space`` for the configuration of ``preset`` that does best on ``objective``.
 
     Returns a :class:`~memlab.tune.report.SweepResult`: ``.trials`` (a DataFrame, one row per
@@ -211,6 +215,8 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     ``embedder`` replaces the one the preset names (in-process trials only: worker processes
     build the preset's own). ``storage``: a journal file (default
     ``<out_dir>/<study>.journal``) or an Optuna RDB URL; rerunning continues the study.
+    ``start_from_default``: a new study's first trial is the preset's own configuration, when
+    the space holds it (not with the grid sampler).
     """
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise InvalidInput("trials", "must be an integer >= 1", trials)
@@ -231,7 +237,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     store = str(storage) if storage is not None else str(out / f"{name}.journal")
     spec = SweepSpec(str(dataset), path, ds_options, limit, pname, str(ppath),
                      dict(overrides or {}), sp, obj.label, level, macro_categories, sampler,
-                     seed, store, name)
+                     seed, store, name, start_from_default)
     ds = spec.load()
     base = spec.base_config()
     emb = embedder if embedder is not None else _embedder(base)

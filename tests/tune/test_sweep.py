@@ -268,3 +268,26 @@ def test_configs_the_schema_refuses_fail_their_trials_then_stop_the_sweep(run):
 def test_a_failing_worker_process_is_a_memlab_error(run):
     with pytest.raises(MemlabError, match="worker process.*rerun to continue"):
         run(space=REFUSED, sampler="random", trials=3, study="refused2", n_jobs=2)
+
+
+INSIDE = Space.from_dict({"params": {
+    "fusion.relevance": {"float": [0.0, 1.0]},
+    "selection.char_budget": {"int": [10, 4000], "log": True},
+    "fusion.temporal_mode": {"categorical": ["intent", "recency"]}}}, name="inside")
+
+
+def test_a_new_study_starts_from_the_preset_so_the_best_is_never_worse(run):
+    res = run(space=INSIDE, sampler="random", trials=3, seed=5, study="d")
+    first = res.trials.iloc[0]
+    assert (first["fusion.relevance"], first["selection.char_budget"],
+            first["fusion.temporal_mode"]) == (0.62, 3600, "intent")
+    assert first["ndcg@10"] == pytest.approx(res.default["ndcg@10"])
+    assert res.best["values"]["ndcg@10"] >= res.default["ndcg@10"]
+    again = run(space=INSIDE, sampler="random", trials=5, seed=5, study="d")
+    assert (again.trials["fusion.relevance"] == 0.62).sum() == 1     # not enqueued twice
+    off = run(space=INSIDE, sampler="random", trials=2, seed=5, study="off",
+              start_from_default=False)
+    assert off.trials.iloc[0]["fusion.relevance"] != 0.62
+    # a default outside the space (char_budget 3600 > 400): no default trial
+    outside = run(space=WIDE, sampler="random", trials=1, study="out")
+    assert outside.trials.iloc[0]["selection.char_budget"] != 3600
