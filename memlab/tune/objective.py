@@ -69,10 +69,6 @@ class Objective:
                 raise InvalidInput("objective", f"{c!r} is not a per-query column; known: "
                                    f"{', '.join(known)} (cut-offs come from bench.ks)", c)
 
-    def better(self, a: float, b: float, i: int = 0) -> bool:
-        """Is ``a`` better than ``b`` on column ``i``?"""
-        return a > b if self.directions[i] == "maximize" else a < b
-
 
 class Evaluator:
     """Scores configurations on one dataset: per-query frames and objective values.
