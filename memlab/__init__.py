@@ -17,6 +17,16 @@ def open_store(*args, **kwargs):
     return _open(*args, **kwargs)
 
 
-__all__ = ["open_store", "MemlabConfig", "load_config", "FixedClock", "ReplayClock", "SystemClock",
+def sweep(**kwargs):
+    """Tune a preset's weights on a labelled dataset; see :func:`memlab.tune.sweep.sweep`.
+    Returns a result whose ``.trials`` is the trial table (a DataFrame) and ``.study`` the
+    Optuna study."""
+    from memlab.tune.sweep import sweep as _sweep
+
+    return _sweep(**kwargs)
+
+
+__all__ = ["open_store", "sweep", "MemlabConfig", "load_config", "FixedClock", "ReplayClock",
+           "SystemClock",
            "MemlabError", "ConfigError", "InvalidInput", "InvalidCell", "StoreError",
            "CorruptStore", "EmbeddingUnavailable", "DatasetError", "__version__"]

@@ -1,4 +1,4 @@
-"""``memlab ...``: config, add, recall, store (check, rebuild), datasets, bench."""
+"""``memlab ...``: config, add, recall, store (check, rebuild), datasets, bench, sweep."""
 
 from __future__ import annotations
 
@@ -196,9 +196,11 @@ def store_rebuild(
 def _mount() -> None:
     from memlab.bench.cli import bench
     from memlab.bench.datasets.cli import datasets_app
+    from memlab.tune.cli import sweep_cmd
 
     app.add_typer(datasets_app, name="datasets")
     app.command("bench")(bench)
+    app.command("sweep")(sweep_cmd)
 
 
 _mount()

@@ -1,0 +1,112 @@
+"""``memlab sweep``: a thin command over :func:`memlab.tune.sweep.sweep` (mounted by memlab.cli)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from memlab.config import parse_assignments
+from memlab.errors import MemlabError
+
+
+def _dataset_options(pairs: list[str] | None) -> dict:
+    import yaml
+
+    return {k: yaml.safe_load(v) for k, v in parse_assignments(pairs, what="--option").items()}
+
+
+def sweep_cmd(
+    dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d", help="A registered name "
+                                "(memlab datasets list) or a canonical folder."),
+    path: Optional[str] = typer.Option(None, "--path", help="Where the named dataset's files are."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
+                                               "key=value (e.g. granularity=session)."),
+    preset: Optional[str] = typer.Option(None, "--preset", "-p", help="The preset to tune (name "
+                                         "or YAML path; default: the space's preset)."),
+    space: str = typer.Option(..., "--space", help="Search space: experiments/sweeps/NAME.yaml "
+                              "or a shipped name (reverie, generative_agents, hybrid_rrf)."),
+    sampler: str = typer.Option("auto", "--sampler", help="auto | grid | random | tpe | cmaes | "
+                                "nsga2 (auto: tpe, nsga2 for several objectives)."),
+    trials: int = typer.Option(50, "--trials", "-n", help="Run until the study holds N finished "
+                               "trials (a resumed study runs only the rest)."),
+    objective: str = typer.Option("ndcg@10", "--objective", help="Per-query column(s) to "
+                                  "maximise; a leading minus minimises, e.g. ndcg@10,-prompt_chars "
+                                  "(Pareto front)."),
+    level: str = typer.Option("item", "--level", help="item | session (gold and rankings mapped "
+                              "to sessions)."),
+    macro: bool = typer.Option(False, "--macro-categories", help="Mean of the per-category means "
+                               "(each category counts once)."),
+    folds: Optional[int] = typer.Option(None, "--folds", help="K folds by conversation: tune on "
+                                        "K-1, score the best on the held-out fold."),
+    test_dataset: Optional[str] = typer.Option(None, "--test-dataset", help="Also score the best "
+                                               "and the default config on this dataset."),
+    test_path: Optional[str] = typer.Option(None, "--test-path", help="Where the test dataset's "
+                                            "files are."),
+    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Worker processes on one study."),
+    storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage: a journal file "
+                                          "(default <out-dir>/<study>.journal) or an RDB URL "
+                                          "(postgresql://..., sqlite:///...)."),
+    study: Optional[str] = typer.Option(None, "--study", help="Study name (default from space, "
+                                        "dataset, preset and objective); rerun to continue it."),
+    seed: int = typer.Option(0, "--seed", help="Sampler and fold seed."),
+    start_from_default: bool = typer.Option(
+        True, "--start-from-default/--no-start-from-default", help="A new study's first trial "
+        "is the preset's own configuration (when the space holds it; not with --sampler grid)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides of the "
+                                             "preset, e.g. embedding.backend=hashing."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Folder of the embedding "
+                                             "and feature caches (bench.cache_dir)."),
+    out_dir: Path = typer.Option(Path("results/sweeps"), "--out-dir", help="Journal, best config "
+                                 "YAML, trial table and plots."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the study as JSON (best, "
+                                            "default, folds, test)."),
+    top: int = typer.Option(5, "--top", help="Best trials shown and logged as child runs."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI: "
+                                               "sqlite:///path.db or a server URL (default "
+                                               "sqlite:///mlflow.db here)."),
+    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
+    experiment: str = typer.Option("memlab-sweep", "--experiment", help="MLflow experiment."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Tune a preset's weights on a labelled dataset (Optuna over cached raw signals)."""
+    from memlab.tune.sweep import sweep
+
+    try:
+        overrides = parse_assignments(set_)
+        if cache_dir is not None:
+            overrides["bench.cache_dir"] = str(cache_dir)
+        result = sweep(dataset=dataset, path=path, dataset_options=_dataset_options(option),
+                       preset=preset, space=space, sampler=sampler, trials=trials,
+                       objective=objective, level=level, macro_categories=macro, folds=folds,
+                       test_dataset=test_dataset, test_path=test_path, n_jobs=n_jobs,
+                       storage=storage, study=study, seed=seed, limit=limit, overrides=overrides,
+                       out_dir=out_dir, progress=not quiet,
+                       start_from_default=start_from_default)
+    except MemlabError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    typer.echo(result.format(top))
+    paths = result.write(out_dir)
+    typer.echo(f"\nbest config: {paths['best_config']} (memlab bench --config)")
+    report = result.to_json()
+    if not no_track:
+        from memlab.tune.track import track_sweep
+
+        try:
+            runs = track_sweep(result, tracking_uri=tracking_uri, experiment=experiment, top=top)
+        except MemlabError as exc:
+            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2)
+        report["mlflow"] = {"parent": runs["parent"], "tracking_uri": runs["tracking_uri"],
+                            "children": {str(k): v for k, v in runs["children"].items()}}
+        typer.echo(f"MLflow: parent run {runs['parent']} with {len(runs['children'])} child "
+                   f"run(s) in experiment {experiment!r} ({runs['tracking_uri']})")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=str),
+                            encoding="utf-8")
+        typer.echo(f"wrote {json_out}")

@@ -1,0 +1,309 @@
+"""The Optuna side of a sweep: storage, samplers and the trial loop that one or several worker
+processes run on one study.
+
+Storage. A journal file by default (``JournalStorage(JournalFileBackend(path))``: several
+processes on one machine append to it under a file lock), or any Optuna RDB URL
+(``sqlite:///...``, ``postgresql://...``) so that workers on several machines join one study.
+Rerunning a sweep loads its study and continues it.
+
+Trial budget. ``trials=N`` means "until the study holds N finished (COMPLETE) trials". The
+worker processes of one command share a counter of the trials still to start (claimed before a
+trial is asked for, handed back when a trial fails on a configuration rule), so together they
+finish exactly N. Commands on several machines each aim at N and may overshoot by the trials
+running elsewhere when N is reached (as Optuna's ``MaxTrialsCallback``).
+
+Killed workers. A record torn by a kill mid-append is dropped when the journal is next opened
+(:func:`repair_journal`, under the journal's lock). A journal has no heartbeat: a trial whose process was killed stays RUNNING.
+Each trial records ``memlab.worker`` = ``host:pid``; :func:`fail_orphans` marks FAIL the RUNNING
+trials of this host whose process no longer exists (run before a sweep starts), so that the
+trial table does not show them running forever.
+
+Default first. A new study's first trial is the preset's own configuration when the space holds
+it (not with the grid sampler, which visits its grid): the best is never worse than the preset.
+
+Seeds. Each worker's sampler is seeded from (``seed``, worker index, trials already in the
+study): two workers, or a resumed run, never replay the same random draws.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from memlab.config import MemlabConfig
+from memlab.errors import ConfigError, InvalidInput
+from memlab.tune.objective import Evaluator, Objective
+from memlab.tune.space import Space
+
+__all__ = ["SAMPLERS", "open_storage", "make_sampler", "open_study", "run_trials", "fail_orphans",
+           "enqueue_default", "default_params", "Budget", "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
+
+log = logging.getLogger(__name__)
+
+SAMPLERS = ("auto", "grid", "random", "tpe", "cmaes", "nsga2")
+WORKER_ATTR = "memlab.worker"
+CONFIG_ATTR = "memlab.config"
+ERROR_ATTR = "memlab.error"
+SETTINGS_ATTR = "memlab.settings"
+
+
+def _optuna():
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def open_storage(storage: str | Path):
+    """A journal file path, or an Optuna RDB URL (anything with ``://``)."""
+    optuna = _optuna()
+    text = str(storage)
+    if "://" in text:
+        return optuna.storages.RDBStorage(text)
+    from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+
+    path = Path(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = JournalFileSymlinkLock(str(path))   # the backend's own lock (a stale one: 30 s)
+    if path.exists():
+        lock.acquire()
+        try:
+            repair_journal(path)
+        finally:
+            lock.release()
+    return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
+
+
+def repair_journal(path: Path) -> int:
+    """Drop a torn last record (a process killed while appending leaves a line without its
+    newline; Optuna skips it on reading, but the next append would glue a valid record to it and
+    make the file unreadable). Call under the journal's lock. Returns the bytes dropped."""
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return 0
+        keep = 0
+        pos = size
+        while pos > 0 and not keep:
+            step = min(pos, 1 << 16)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step)
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                keep = pos + cut + 1
+        f.truncate(keep)
+    log.warning("%s: dropped a torn last record (%d bytes) left by a killed process",
+                path, size - keep)
+    return size - keep
+
+
+def sampler_seed(seed: int | None, worker: int, existing: int) -> int | None:
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([int(seed), worker, existing]).generate_state(1)[0])
+
+
+def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | None,
+                 parallel: bool = False):
+    """An Optuna sampler by name (``auto``: TPE for one objective, NSGA-II for several)."""
+    optuna = _optuna()
+    if name not in SAMPLERS:
+        raise InvalidInput("sampler", f"must be one of {', '.join(SAMPLERS)}", name)
+    if name == "auto":
+        name = "nsga2" if objective.multi else "tpe"
+    if name == "cmaes" and objective.multi:
+        raise InvalidInput("sampler", "CMA-ES optimises one objective; use nsga2, tpe or random "
+                           "for several", name)
+    if name == "grid":
+        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "tpe":
+        with warnings.catch_warnings():   # multivariate and constant_liar are "experimental"
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True,
+                                              constant_liar=parallel)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    return optuna.samplers.NSGAIISampler(seed=seed)
+
+
+def open_study(storage, name: str, objective: Objective, settings: dict[str, Any], *,
+               sampler=None):
+    """Create or load study ``name``; a loaded study must have been made with the same
+    ``settings`` (dataset, preset, space, objective, ...): ConfigError naming the difference."""
+    optuna = _optuna()
+    study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
+                                directions=list(objective.directions), load_if_exists=True)
+    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE if d == "maximize"
+                                  else optuna.study.StudyDirection.MINIMIZE
+                                  for d in objective.directions]:
+        raise ConfigError("study", f"study {name!r} exists with other directions; choose "
+                          "another --study", [d.name for d in study.directions])
+    have = study.user_attrs.get(SETTINGS_ATTR)
+    if have is None:
+        study.set_user_attr(SETTINGS_ATTR, settings)
+    else:
+        for key in sorted(set(have) | set(settings)):
+            if have.get(key) != settings.get(key):
+                raise ConfigError("study", f"study {name!r} was made with {key} = "
+                                  f"{have.get(key)!r}; this run asks {settings.get(key)!r}: "
+                                  "choose another --study (or the same settings)", name)
+    return study
+
+
+def default_params(space: Space, base: MemlabConfig) -> dict[str, Any] | None:
+    """The preset's own values of the space's keys as Optuna params, or None (logged) when one
+    lies outside its range (off a step, not among the choices)."""
+    flat = base.to_flat()
+    out: dict[str, Any] = {}
+    for p in space.params:
+        v = flat[p.key]
+        if p.kind == "categorical":
+            ok = v in p.choices
+        else:
+            ok = p.low <= v <= p.high and (p.step is None or math.isclose(
+                round((v - p.low) / p.step) * p.step + p.low, v))
+        if not ok:
+            log.info("the preset's %s = %r is outside the space: no default trial", p.key, v)
+            return None
+        out[p.key] = v
+    return out
+
+
+def enqueue_default(study, space: Space, base: MemlabConfig) -> bool:
+    """A new study's first trial is the preset's own configuration (when the space holds it):
+    the best trial is then never worse than the preset. True when enqueued."""
+    if study.trials:
+        return False
+    params = default_params(space, base)
+    if params is None:
+        return False
+    study.enqueue_trial(params, skip_if_exists=True)
+    return True
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fail_orphans(study) -> list[int]:
+    """Mark FAIL the RUNNING trials of this host whose worker process is gone; their numbers."""
+    optuna = _optuna()
+    host = socket.gethostname()
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        who = str(t.user_attrs.get(WORKER_ATTR, ""))
+        h, _, pid = who.rpartition(":")
+        if h == host and pid.isdigit() and not _alive(int(pid)):
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            out.append(t.number)
+    if out:
+        log.warning("study %s: trial(s) %s were left RUNNING by a stopped process: marked FAIL",
+                    study.study_name, out)
+    return out
+
+
+def n_complete(study) -> int:
+    optuna = _optuna()
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+
+
+class Budget:
+    """Trials still to start, shared by the worker processes of one command (a
+    ``multiprocessing`` Value with a lock, or a plain counter in one process)."""
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def claim(self) -> bool:
+        with self.value.get_lock():
+            if self.value.value <= 0:
+                return False
+            self.value.value -= 1
+            return True
+
+    def give_back(self) -> None:
+        with self.value.get_lock():
+            self.value.value += 1
+
+
+@dataclass
+class TrialLoop:
+    """What a worker needs to run trials: the study, the base config, the space and the
+    evaluator; ``questions`` the question keys scored (a fold's training set; None: all)."""
+
+    study: Any
+    base: MemlabConfig
+    space: Space
+    evaluator: Evaluator
+    questions: list[str] | None = None
+    max_failures: int = 20
+
+
+def run_trials(loop: TrialLoop, budget: Budget,
+               on_done: Callable[[], None] | None = None) -> int:
+    """Run trials until ``budget`` is spent; the number this worker finished.
+
+    Each trial runs through ``study.optimize(n_trials=1)`` (samplers such as the grid's stop the
+    study from inside it). A configuration the config schema refuses (a cross-field rule) is
+    FAIL with the reason in ``memlab.error`` and its slot handed back; more than
+    ``max_failures`` such in a row is a ConfigError. Any other error marks the trial FAIL and
+    propagates."""
+    done = failures = 0
+    me = worker_id()
+    refused: list[ConfigError] = []
+    columns = loop.evaluator.objective.columns
+
+    def objective(trial):
+        trial.set_user_attr(WORKER_ATTR, me)
+        overrides = loop.space.suggest(trial)
+        try:
+            cfg = loop.base.replace(**overrides)
+        except ConfigError as exc:
+            trial.set_user_attr(ERROR_ATTR, str(exc))
+            refused.append(exc)
+            raise
+        values = loop.evaluator.values(cfg, loop.questions)
+        trial.set_user_attr(CONFIG_ATTR, overrides)
+        out = [values[c] for c in columns]
+        return out[0] if len(out) == 1 else out
+
+    while budget.claim():
+        refused.clear()
+        loop.study.optimize(objective, n_trials=1, catch=(ConfigError,), gc_after_trial=False)
+        if refused:
+            budget.give_back()
+            failures += 1
+            if failures > loop.max_failures:
+                exc = refused[-1]
+                raise ConfigError(exc.key, f"{failures} trials in a row drew configurations the "
+                                  f"schema refuses; last: {exc.rule}", exc.value) from exc
+            continue
+        failures = 0
+        done += 1
+        if on_done is not None:
+            on_done()
+    return done

@@ -1,0 +1,143 @@
+"""Sweeps in real processes on a journal file: a sweep killed with SIGKILL and rerun loses no
+finished trial and reaches N; two worker processes on one study run no trial twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memlab.tune.space import Space
+from memlab.tune.study import open_storage
+from memlab.tune.sweep import sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+SPACE = ("params:\n"
+         "  fusion.relevance: {float: [0.0, 1.0]}\n"
+         "  fusion.temporal: {float: [0.0, 1.0]}\n"
+         "  selection.char_budget: {int: [10, 400], log: true}\n")
+
+
+def hashing_sets(cache_dir: Path) -> list[str]:
+    pairs = {"embedding.backend": "hashing", "recall.floor_mode": "absolute",
+             "recall.relevance_floor": "0.0"}
+    return [a for k, v in pairs.items() for a in ("--set", f"{k}={v}")] + ["--cache-dir",
+                                                                             str(cache_dir)]
+
+
+def load(journal: Path, name: str):
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=open_storage(journal))
+
+
+def finished(journal: Path, name: str) -> list:
+    import optuna
+
+    if not journal.exists():
+        return []
+    try:
+        study = load(journal, name)
+    except KeyError:            # the study is not created yet
+        return []
+    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_and_loses_no_finished_trial(tiny_bench_folder, tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE, encoding="utf-8")
+    journal, name, n = tmp_path / "s.journal", "killed", 30
+    cmd = [sys.executable, "-m", "memlab.cli", "sweep", "-d", str(tiny_bench_folder), "--space",
+           str(space), "--preset", "reverie", "--sampler", "random", "--trials", str(n), "-q",
+           "--no-track", "--storage", str(journal), "--study", name, "--out-dir",
+           str(tmp_path / "o"), *hashing_sets(tmp_path / "cache")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    seen = []
+    for _ in range(600):   # bounded: at most 600 polls of the journal, each paced by a wait
+        seen = finished(journal, name)
+        if len(seen) >= 3 or proc.poll() is not None:
+            break
+        try:
+            proc.wait(timeout=0.2)   # returns at once when the sweep exits
+        except subprocess.TimeoutExpired:
+            pass
+    assert proc.poll() is None, f"the sweep ended before it was killed: {proc.stdout.read()}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {t.number: (t.params, t.values) for t in finished(journal, name)}
+    assert 3 <= len(before) < n
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    study = load(journal, name)
+    after = {t.number: (t.params, t.values) for t in study.trials if t.state.name == "COMPLETE"}
+    assert len(after) == n
+    assert all(after[k] == v for k, v in before.items())      # no finished trial lost or redone
+    states = {t.state.name for t in study.trials}
+    assert states <= {"COMPLETE", "FAIL"}                     # the killed trial: FAIL, not RUNNING
+    params = [tuple(sorted(p.items())) for p, _ in after.values()]
+    assert len(set(params)) == n
+
+
+@pytest.mark.slow
+def test_two_worker_processes_run_no_trial_twice(tiny_bench_folder, cache_dir, tmp_path):
+    import yaml
+
+    space = Space.from_dict(yaml.safe_load(SPACE), name="two")
+    hashing = {"embedding.backend": "hashing", "recall.floor_mode": "absolute",
+               "recall.relevance_floor": 0.0, "bench.cache_dir": str(cache_dir)}
+    n = 24
+    res = sweep(dataset=str(tiny_bench_folder), preset="reverie", space=space, trials=n,
+                sampler="random", n_jobs=2, overrides=hashing, storage=tmp_path / "two.journal",
+                study="two", out_dir=tmp_path, progress=False)
+    trials = res.study.trials
+    assert [t.number for t in trials] == list(range(n))       # distinct numbers, none lost
+    assert all(t.state.name == "COMPLETE" for t in trials)    # exactly N, no surplus trial
+    params = {tuple(sorted(t.params.items())) for t in trials}
+    assert len(params) == n                                    # no parameter set twice
+    workers = {t.user_attrs["memlab.worker"] for t in trials}
+    assert len(workers) == 2 and str(os.getpid()) not in {w.split(":")[-1] for w in workers}
+
+
+def test_only_trials_of_dead_local_workers_are_failed(tmp_path):
+    import socket
+
+    from memlab.tune.objective import Objective
+    from memlab.tune.study import WORKER_ATTR, fail_orphans, open_study
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    study = open_study(open_storage(tmp_path / "o.journal"), "o", Objective.parse("mrr"), {})
+    host = socket.gethostname()
+    owners = [f"{host}:{dead.pid}", f"{host}:{os.getpid()}", f"elsewhere:{dead.pid}"]
+    for who in owners:
+        study.ask().set_user_attr(WORKER_ATTR, who)
+    assert fail_orphans(study) == [0]
+    assert [t.state.name for t in study.trials] == ["FAIL", "RUNNING", "RUNNING"]
+
+
+def test_a_torn_last_journal_record_is_dropped_before_appending(tmp_path, caplog):
+    from memlab.tune.objective import Objective
+    from memlab.tune.study import open_study
+
+    journal = tmp_path / "t.journal"
+    study = open_study(open_storage(journal), "t", Objective.parse("mrr"), {})
+    study.tell(study.ask(), 0.5)
+    whole = journal.read_bytes()
+    with open(journal, "ab") as f:
+        f.write(b'{"op_code": 4, "worker_id": "x", "study_id": 0, "dat')   # killed mid-write
+    study = open_study(open_storage(journal), "t", Objective.parse("mrr"), {})
+    assert "torn last record (52 bytes)" in caplog.text
+    text = journal.read_bytes()
+    assert text.startswith(whole) and all(json.loads(line) for line in text.splitlines())
+    study.tell(study.ask(), 0.7)                  # appends cleanly after the repair
+    again = load(journal, "t")
+    assert [t.values for t in again.trials] == [[0.5], [0.7]]
