@@ -163,3 +163,14 @@ def test_digest_follows_what_is_searched():
     a = space({"fusion.relevance": {"float": [0.0, 1.0]}})
     assert a.digest() == space({"fusion.relevance": {"float": [0.0, 1.0]}}).digest()
     assert a.digest() != space({"fusion.relevance": {"float": [0.0, 2.0]}}).digest()
+
+
+def test_reverie_score_space_is_reverie_without_its_candidate_keys():
+    from memlab.config import describe_field
+
+    full, score_only = resolve_space("reverie"), resolve_space("reverie_score")
+    assert score_only.preset == "reverie"
+    assert all(describe_field(k)["stage"] == "score" for k in score_only.keys)
+    assert set(full.keys) - set(score_only.keys) == {k for k in full.keys
+                                                     if describe_field(k)["stage"] != "score"}
+    assert [c.keys for c in score_only.constraints] == [c.keys for c in full.constraints]
