@@ -56,13 +56,15 @@ def features_key(cfg: MemlabConfig) -> str:
     return json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
 
 
-#: memlab's modules that compute nothing a replay stores: scoring, selection, metrics, reports,
-#: tracking, tuning and the command line read raw signals, never make them. A change to them keeps
-#: the feature cache (a sweep edits none of the replay's code); any other module's change drops it.
+#: memlab's modules that compute nothing a replay stores: scoring (the learned scorer too),
+#: selection, metrics, reports, tracking, tuning and the command line read raw signals, never make
+#: them. config.py: what a replay reads of the config is in the key as values (features_key), so a
+#: new score-stage field does not drop the cache. A change to these keeps the feature cache; any
+#: other module's change drops it.
 NOT_REPLAY_CODE = ("recall/score.py", "recall/select.py", "recall/inject.py", "recall/result.py",
-                   "bench/run.py", "bench/metrics.py", "bench/plots.py", "bench/track.py",
-                   "bench/tracking.py", "bench/cli.py", "bench/significance.py", "cli.py",
-                   "tune/")
+                   "recall/learned.py", "config.py", "bench/run.py", "bench/metrics.py",
+                   "bench/plots.py", "bench/track.py", "bench/tracking.py", "bench/cli.py",
+                   "bench/significance.py", "cli.py", "tune/")
 
 
 def _replay_code(rel: str) -> bool:

@@ -173,5 +173,5 @@ def test_code_outside_the_digest_is_not_reached_by_a_replay():
     reached = {files[m].relative_to(root).as_posix() for m in seen}
     excluded = {r for r in reached if not FC._replay_code(r)}
     assert excluded <= {"recall/score.py", "recall/select.py", "recall/inject.py",
-                        "recall/result.py"}, excluded
+                        "recall/result.py", "config.py"}, excluded
     assert FC._replay_code("recall/candidates.py") and not FC._replay_code("tune/sweep.py")
