@@ -10,8 +10,8 @@ conversation (config-independent bound: a query whose top picks all stay below
 ``selection.dedup_jaccard`` cannot have a dedup skip among them). Per conversation, the pairwise
 term-intersection counts of its memories (for the exact vectorised walk), built on first need.
 
-:func:`prepared` memoises one :class:`Prepared` per Replayed (a private attribute: a Replayed is
-not changed after it is made). ``usable`` is False, with ``why``, for data the fast path does not
+:func:`prepared` memoises one :class:`Prepared` per live Replayed (by identity; a Replayed is not
+changed after it is made). ``usable`` is False, with ``why``, for data the fast path does not
 reproduce bit for bit (NaN or infinite raw signals, unknown codes, a question key or a ranked item
 twice, a row without its item): :mod:`memlab.tune.evaluate` then takes the reference path, which
 raises or computes exactly as ``memlab bench``.
@@ -19,6 +19,7 @@ raises or computes exactly as ``memlab bench``.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import Any
@@ -32,7 +33,7 @@ from memlab.recall.score import floor_z
 
 __all__ = ["Prepared", "prepared", "RowSubset", "MAX_DEDUP_MEMORIES"]
 
-_ATTR = "_memlab_tune_prepared"
+_MEMO: dict[int, tuple[weakref.ref, "Prepared"]] = {}
 
 #: A conversation with more distinct candidate memories than this gets no intersection matrix
 #: (its memory would grow with the square): its queries whose dedup can bind take the Python walk.
@@ -74,7 +75,8 @@ class Prepared:
     """The config-independent arrays of one replay (see the module docstring)."""
 
     def __init__(self, rep: Replayed) -> None:
-        self.rep = rep
+        self.terms = rep.features.terms     # the Replayed itself is not kept (see prepared())
+        self.questions = rep.questions
         cols = rep.features.columns
         self.n = n_rows(cols)
         q = rep.questions
@@ -93,7 +95,7 @@ class Prepared:
             return
         self.table = {c: np.ascontiguousarray(column(cols, c, _dtype(COLUMNS[c])))
                       for c in COLUMNS}
-        self.why = self._check()
+        self.why = self._check(rep.row_item)
         if self.why:
             return
         t = self.table
@@ -126,7 +128,7 @@ class Prepared:
         self.item_keys = item_keys
         self._dedup_ready = False
 
-    def _check(self) -> str:
+    def _check(self, row_item: Mapping[int, str]) -> str:
         t = self.table
         for c, kind in COLUMNS.items():
             if kind.startswith("float") and c not in _NULLABLE and not np.isfinite(t[c]).all():
@@ -140,7 +142,7 @@ class Prepared:
             return "qids outside the questions"
         if len(set(self.keys)) != len(self.keys):
             return "two questions share conversation::query_id"
-        if any(r not in self.rep.row_item for r in np.unique(t["row"]).tolist()):
+        if any(r not in row_item for r in np.unique(t["row"]).tolist()):
             return "a row without its item"
         return ""
 
@@ -153,7 +155,7 @@ class Prepared:
         """Per row: the memory's index within its conversation, its term count, the largest
         Jaccard with another memory of the conversation, and where the conversation's
         intersection counts start in ``inter`` (-1: none; ``inter_m`` their side)."""
-        terms = self.rep.features.terms
+        terms = self.terms
         rows = self.table["row"]
         conv_codes, _ = pd.factorize(pd.Series(self.convs, dtype=object))
         row_conv = conv_codes[self.qid]
@@ -230,7 +232,7 @@ class Prepared:
     def frame_parts(self) -> dict[str, Any]:
         """The answerable questions (rows, index ``query_id``) and their category and
         conversation columns, as the reference path makes them."""
-        q = self.rep.questions
+        q = self.questions
         keep = np.flatnonzero(self.answerable)
         index = pd.Index([self.keys[i] for i in keep.tolist()], name="query_id")
         cats = pd.Series(q["category"].astype(str).to_numpy(), index=self.keys)
@@ -254,9 +256,13 @@ def _intersections(sets: list[frozenset[str]]) -> np.ndarray:
 
 
 def prepared(rep: Replayed) -> Prepared:
-    """The :class:`Prepared` arrays of ``rep``, made on first call and kept on it."""
-    got = rep.__dict__.get(_ATTR)
-    if got is None:
-        got = Prepared(rep)
-        rep.__dict__[_ATTR] = got
-    return got
+    """The :class:`Prepared` arrays of ``rep``, made on first call and kept while ``rep`` lives
+    (by identity: a Replayed is not changed after it is made; nothing is added to it, so it
+    pickles as before)."""
+    got = _MEMO.get(id(rep))
+    if got is None or got[0]() is not rep:
+        prep = Prepared(rep)
+        _MEMO[id(rep)] = (weakref.ref(rep), prep)
+        weakref.finalize(rep, _MEMO.pop, id(rep), None)
+        return prep
+    return got[1]

@@ -205,7 +205,7 @@ def _walk_select(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: n
     place = np.empty(prep.n, dtype=np.float64)
     place[order] = -np.arange(order.size, dtype=np.float64)
     picked = select(sub, Scored(score=place[idx], eligible=ones, relevant=ones), k=limit,
-                    terms=prep.rep.features.terms, cfg=cfg)
+                    terms=prep.terms, cfg=cfg)
     for qi in qids.tolist():
         got = idx[picked[qi]] if qi < len(picked) else np.zeros(0, dtype=np.int64)
         out[qi, :got.size] = got
