@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -76,7 +77,14 @@ class _Hits:
     first_rank: np.ndarray  # (Q,) float: rank (from 1) of the first gold item, inf when none
 
     def hits_at(self, k: int) -> np.ndarray:
-        return self.matrix[:, :k].sum(axis=1)
+        if self.matrix.shape[1] == 0:
+            return self.matrix[:, :k].sum(axis=1)
+        return self._running[:, min(k, self.matrix.shape[1]) - 1]
+
+    @cached_property
+    def _running(self) -> np.ndarray:
+        """Gold items among the top 1, 2, ... (one cumulative sum for every cut-off)."""
+        return self.matrix.cumsum(axis=1)
 
 
 def _discounts(k: int) -> np.ndarray:

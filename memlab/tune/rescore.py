@@ -32,7 +32,8 @@ import numpy as np
 from memlab.bench.replay import ranked_per_question
 from memlab.config import MemlabConfig
 from memlab.recall.features import LAYER_CODES
-from memlab.recall.score import INTENT_FIRST, SCORERS, Scored, score
+from memlab.recall.score import (INTENT_FIRST, SCORERS, Scored, reverie_gate,
+                                 reverie_memory, reverie_scored, score)
 from memlab.recall.select import select
 from memlab.tune.prepared import Prepared, RowSubset
 
@@ -42,6 +43,7 @@ __all__ = ["ROW_WISE", "selections", "supported"]
 #: (and reverie's 'first' boost on the question's relevant rows): scored on the relevant rows.
 ROW_WISE = frozenset({"reverie", "cosine", "bm25", "rrf", "dialog_tree"})
 _FLOOR_MODES = ("absolute", "zscore")
+_WHOLE = 0.6      # score the whole table rather than gather rows once this share is in play
 _PERMANENT = LAYER_CODES["permanent"]
 
 
@@ -73,18 +75,55 @@ def _scored(prep: Prepared, cfg: MemlabConfig) -> tuple[np.ndarray, np.ndarray]:
         keep = np.asarray(s.eligible, dtype=bool) & np.asarray(s.relevant, dtype=bool)
         return np.flatnonzero(keep), s.score[keep]
     idx = np.flatnonzero(mask)
+    if idx.size and name == "reverie":
+        return _reverie(prep, cfg, idx)
     if idx.size == 0:
         return idx, np.zeros(0)
-    s = score(RowSubset(prep.table, idx), cfg)
+    s = score(RowSubset(prep.raw, idx), cfg)
     keep = np.asarray(s.eligible, dtype=bool) & np.asarray(s.relevant, dtype=bool)
     return idx[keep], s.score[keep]
+
+
+def _reverie(prep: Prepared, cfg: MemlabConfig, idx: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Reverie on the relevant rows ``idx``: its memory-level quantities once per memory state,
+    the forgetting gate on ``idx``, the scores on the eligible rows and on every relevant row of
+    a 'first' question (the 'first' boost ranks those); the same values as :func:`score`. When
+    most rows are in play, the whole table is scored in blocks of whole questions (slices, no
+    gathers; blocks that fit the CPU caches) with the same mask."""
+    state, state_rows = prep.memory_states
+    memory = reverie_memory(RowSubset(prep.raw, state_rows), cfg)
+
+    def run(at: np.ndarray, fn) -> list[np.ndarray]:
+        if at.size <= _WHOLE * prep.n:
+            return [a for a in fn(RowSubset(prep.raw, at), RowSubset(memory, state[at]),
+                                  np.ones(at.size, dtype=bool))]
+        mask = np.zeros(prep.n, dtype=bool)
+        mask[at] = True
+        parts = [fn(RowSubset(prep.table, sl), RowSubset(memory, state[sl]), mask[sl])
+                 for sl in prep.blocks]
+        return [np.concatenate(p)[at] for p in zip(*parts)]
+
+    [eligible] = run(idx, lambda t, m, r: (reverie_gate(t, cfg, m, r)[1],))
+    idx = idx[eligible | prep.first_intent[idx]]
+    if idx.size == 0:
+        return idx, np.zeros(0)
+
+    def scored(t, m, r):
+        s = reverie_scored(t, cfg, m, r)
+        return s.score, np.asarray(s.eligible, dtype=bool) & np.asarray(s.relevant, dtype=bool)
+
+    sc, keep = run(idx, scored)
+    if not np.all(np.isfinite(sc)):
+        score(prep.table, cfg)                   # raises as the reference does
+    return idx[keep], sc[keep]
 
 
 def _sorted(prep: Prepared, pos: np.ndarray, sc: np.ndarray, cfg: MemlabConfig
             ) -> tuple[np.ndarray, np.ndarray]:
     """Selection's candidate order and permanent cap (select._candidates on the kept rows)."""
     q = prep.qid[pos]
-    o = np.lexsort((-prep.importance[pos], -sc, q))
+    o = _order(q, sc, prep.importance[pos])
     order, q = pos[o], q[o]
     perm = (prep.table["layer"][order] == _PERMANENT).astype(np.int64)
     if perm.any():
@@ -97,17 +136,96 @@ def _sorted(prep: Prepared, pos: np.ndarray, sc: np.ndarray, cfg: MemlabConfig
     return order, q
 
 
+def _order(q: np.ndarray, s: np.ndarray, imp: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-imp, -s, q))`` (rows in table order: ties keep it), faster: one stable
+    argsort of the float key ``q * big - s`` (rounding is monotone, so it can merge two close
+    scores of a question but never swap them), then each run of equal keys ordered exactly.
+    Checked pair by pair; lexsort where the check fails."""
+    if q.size < 2:
+        return np.arange(q.size)
+    lo, hi = float(s.min()), float(s.max())
+    with np.errstate(over="ignore", invalid="ignore"):
+        key = q * (2.0 * (hi - lo) + 1.0) - s
+    o = np.argsort(key, kind="stable")
+    k = key[o]
+    tie = k[1:] == k[:-1]
+    if tie.any():
+        follows = np.r_[False, tie]                  # same key as the one before
+        at = np.flatnonzero(follows | np.r_[tie, False])
+        run = np.cumsum(~follows[at])
+        sub = o[at]
+        o[at] = sub[np.lexsort((-imp[sub], -s[sub], run))]
+    a, b = o[:-1], o[1:]
+    same = q[a] == q[b]
+    ok = (q[a] < q[b]) | (same & ((s[a] > s[b]) | ((s[a] == s[b]) & (
+        (imp[a] > imp[b]) | ((imp[a] == imp[b]) & (a < b))))))
+    return o if ok.all() else np.lexsort((-imp, -s, q))
+
+
 def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
     """Selected table positions per question: an (n_questions, max(1, k)) int64 matrix, best
     first, -1 after the last pick; k = ``ranked_per_question(cfg)``. Needs :func:`supported`."""
     limit = max(1, int(ranked_per_question(cfg)))
     out = np.full((prep.n_q, limit), -1, dtype=np.int64)
     pos, sc = _scored(prep, cfg)
-    if pos.size == 0:
-        return out
+    if pos.size:
+        cut = _prefix(prep, pos, sc, limit)
+        if cut is None:
+            _pick(prep, cfg, pos, sc, limit, out)
+        else:
+            _pick(prep, cfg, pos[cut], sc[cut], limit, out)
+            _beyond_the_cut(prep, cfg, pos, sc, cut, limit, out)
+    if cfg.temporal.enabled and cfg.temporal.oldest_first:
+        _oldest_first(prep, out)
+    return out
+
+
+def _prefix(prep: Prepared, pos: np.ndarray, sc: np.ndarray, limit: int) -> np.ndarray | None:
+    """Per question, its kept rows that score at least its (2 limit)-th best: a prefix of
+    selection's order (rows tied at the cut all in), so that only those are sorted. None when
+    the lists are short anyway."""
+    if not prep.qid_sorted:
+        return None
+    q = prep.qid[pos]
+    counts = np.bincount(q, minlength=prep.n_q)
+    t = 2 * limit
+    width = int(counts.max())
+    if width <= 2 * t or pos.size <= 2 * t * np.count_nonzero(counts):
+        return None
+    col = np.arange(pos.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    m = np.full((prep.n_q, width), -np.inf)
+    m[q, col] = sc
+    kth = np.partition(m, width - t, axis=1)[:, width - t]
+    return sc >= kth[q]
+
+
+def _beyond_the_cut(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray,
+                    cut: np.ndarray, limit: int, out: np.ndarray) -> None:
+    """Questions that ran out of their prefix with fewer than ``limit`` picks while a row past
+    the cut fits their budget left: picked again from all their kept rows."""
+    rest = ~cut
+    if not rest.any():
+        return
+    q_rest = prep.qid[pos[rest]]
+    starts = np.flatnonzero(np.r_[True, q_rest[1:] != q_rest[:-1]])
+    shortest = np.full(prep.n_q, np.iinfo(np.int64).max)
+    shortest[q_rest[starts]] = np.minimum.reduceat(prep.text_len[pos[rest]], starts)
+    picked = out >= 0
+    used = np.where(picked, prep.text_len[np.maximum(out, 0)], 0).sum(axis=1)
+    redo = (picked.sum(axis=1) < limit) & (shortest <= cfg.selection.char_budget - used)
+    if redo.any():
+        again = redo[prep.qid[pos]]
+        out[redo] = -1
+        _pick(prep, cfg, pos[again], sc[again], limit, out)
+
+
+def _pick(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray, limit: int,
+          out: np.ndarray) -> None:
+    """Sort and cap the kept rows ``pos`` (scores ``sc``), then each question's top ``limit``
+    where nothing can bind, selection's walk elsewhere; into ``out``."""
     order, q = _sorted(prep, pos, sc, cfg)
     if order.size == 0:
-        return out
+        return
     starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
     sizes = np.diff(np.r_[starts, order.size])
     rank = np.arange(order.size) - np.repeat(starts, sizes)
@@ -122,9 +240,6 @@ def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
     walk = np.flatnonzero(~clear)
     if walk.size:
         _walk(prep, cfg, order, starts[walk], sizes[walk], q[starts[walk]], limit, out)
-    if cfg.temporal.enabled and cfg.temporal.oldest_first:
-        _oldest_first(prep, out)
-    return out
 
 
 def _padded(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, width: int) -> np.ndarray:
@@ -144,10 +259,11 @@ def _no_duplicates(prep: Prepared, order: np.ndarray, top: np.ndarray, starts: n
     check = np.flatnonzero(~ok & np.isfinite(worst))
     if check.size:
         heads = _padded(order, starts[check], sizes[check], min(limit, int(sizes.max())))
-        a, b = heads[:, :, None], heads[:, None, :]
         j = np.arange(heads.shape[1])
-        pair = (a >= 0) & (b >= 0) & (j[None, :, None] < j[None, None, :])
-        jac = prep.jaccard(np.maximum(a, 0), np.maximum(b, 0))
+        pair = (heads[:, :, None] >= 0) & (heads[:, None, :] >= 0) \
+            & (j[None, :, None] < j[None, None, :])
+        heads = np.where(heads >= 0, heads, heads[:, :1])   # pads: the question's own first
+        jac = prep.jaccard(heads[:, :, None], heads[:, None, :])
         ok[check] = ~((jac >= dedup) & pair).any(axis=(1, 2))
     return ok
 
@@ -165,32 +281,42 @@ def _walk(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: np.ndarr
 
 def _walk_vectorised(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: np.ndarray,
                      sizes: np.ndarray, qids: np.ndarray, limit: int, out: np.ndarray) -> None:
-    """One step per candidate rank over all the questions at once (exactly select's loop)."""
+    """select's loop for all the questions at once. Each step moves every question to its next
+    candidate that fits the budget left (the ones between would be skipped for the budget) and
+    picks it unless it duplicates a pick: at most ``limit`` picks plus the dedup skips, not one
+    step per candidate."""
     budget, dedup = cfg.selection.char_budget, cfg.selection.dedup_jaccard
     cand = _padded(order, starts, sizes, int(sizes.max()))
+    width = cand.shape[1]
+    length = np.where(cand >= 0, prep.text_len[np.maximum(cand, 0)], np.iinfo(np.int64).max)
+    col = np.arange(width)
     used = np.zeros(starts.size, dtype=np.int64)
     count = np.zeros(starts.size, dtype=np.int64)
-    chosen = np.zeros((starts.size, limit), dtype=np.int64)     # positions picked so far
-    slots = np.arange(limit)
-    for j in range(cand.shape[1]):
-        live = np.flatnonzero((count < limit) & (j < sizes))
+    at = np.zeros(starts.size, dtype=np.int64)                  # next candidate to look at
+    # positions picked so far (unfilled slots: the question's first candidate, same conversation)
+    chosen = np.repeat(cand[:, :1], limit, axis=1)
+    live = np.arange(starts.size)
+    while live.size:
+        fit = (length[live] <= (budget - used[live])[:, None]) & (col[None, :] >= at[live, None])
+        j = fit.argmax(axis=1)
+        found = fit[np.arange(live.size), j]
+        live, j = live[found], j[found]                         # the others have nothing left
         if live.size == 0:
             break
         p = cand[live, j]
-        length = prep.text_len[p]
-        fits = used[live] + length <= budget
-        live, p, length = live[fits], p[fits], length[fits]
-        if live.size == 0:
-            continue
+        at[live] = j + 1
         n = count[live]
-        if limit > 1:
-            jac = prep.jaccard(p[:, None], chosen[live])
-            dup = ((jac >= dedup) & (slots[None, :] < n[:, None])).any(axis=1)
-            live, p, length, n = live[~dup], p[~dup], length[~dup], n[~dup]
-        out[qids[live], n] = p
-        chosen[live, n] = p
-        used[live] += length
-        count[live] = n + 1
+        take = np.ones(live.size, dtype=bool)
+        seen = int(n.max())
+        if seen and limit > 1:
+            jac = prep.jaccard(p[:, None], chosen[live, :seen])
+            take = ~((jac >= dedup) & (np.arange(seen)[None, :] < n[:, None])).any(axis=1)
+        got, p, n, j = live[take], p[take], n[take], j[take]
+        out[qids[got], n] = p
+        chosen[got, n] = p
+        used[got] += length[got, j]
+        count[got] = n + 1
+        live = live[(count[live] < limit) & (at[live] < sizes[live])]
 
 
 def _walk_select(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: np.ndarray,
@@ -199,7 +325,7 @@ def _walk_select(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: n
     their kept rows (already sorted, capped and in table order within ties)."""
     idx = np.sort(np.concatenate([order[s:s + n] for s, n in zip(starts.tolist(),
                                                                  sizes.tolist())]))
-    sub = RowSubset(prep.table, idx)
+    sub = RowSubset(prep.raw, idx)
     ones = np.ones(idx.size, dtype=bool)
     # the order is known: minus the place in it serves as the score (same sort, same ties)
     place = np.empty(prep.n, dtype=np.float64)

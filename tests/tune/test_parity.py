@@ -30,7 +30,8 @@ from memlab.embed import HashingEmbedder
 from memlab.recall.score import score
 from memlab.tune import rescore
 from memlab.tune.evaluate import item_sessions, per_query, per_query_reference, rankings
-from memlab.tune.prepared import RowSubset, prepared
+from memlab.tune import prepared as prepared_module
+from memlab.tune.prepared import Prepared, RowSubset, prepared
 from memlab.tune.sample import CANDIDATE_KEYS, random_configs, reverie_keys
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -235,6 +236,45 @@ def _walks(rep, cfg) -> bool:
     finally:
         rescore._walk = original
     return bool(seen)
+
+
+def test_long_lists_short_rankings_blocks(world, monkeypatch):
+    """The paths for long candidate lists: rankings of k = 2 (each question sorts only a prefix
+    of its kept rows, and those that run out of it with budget left are picked again from all of
+    them), the whole table scored in blocks of a few rows: the reference's rankings."""
+    monkeypatch.setattr(prepared_module, "BLOCK_ROWS", 7)
+    # every candidate relevant and eligible: long kept lists
+    loose = {"recall.floor_mode": "absolute", "recall.relevance_floor": 0.0,
+             "forgetting.eligibility_threshold": 0.0}
+    base = world["base"].replace(**{"bench.k": 2, "bench.ks": (1, 2),
+                                    "recall.lexical_pool_min": 40, "recall.dense_pool_min": 40,
+                                    **loose})
+    keys = [k for k in reverie_keys() if k not in loose]
+    seen = {"prefix": 0, "again": 0, "blocks": 0, "picks": 0}
+    prefix, pick = rescore._prefix, rescore._pick
+
+    def spy_prefix(*args):
+        got = prefix(*args)
+        seen["prefix"] += got is not None
+        return got
+
+    def spy_pick(*args):
+        seen["picks"] += 1
+        return pick(*args)
+
+    monkeypatch.setattr(rescore, "_prefix", spy_prefix)
+    monkeypatch.setattr(rescore, "_pick", spy_pick)
+    for cfg in random_configs(base, N_CONFIGS, seed=SEED, keys=keys, ranges=RANGES):
+        rep = _replay(world, cfg)
+        prep = Prepared(rep)                      # fresh: blocks of BLOCK_ROWS rows
+        seen["blocks"] += len(prep.blocks) > 1
+        seen["picks"] = 0
+        picks = rescore.selections(prep, cfg)
+        seen["again"] += seen["picks"] > 1           # picked again past the prefix
+        got = {k: [prep.item_keys[p] for p in row[row >= 0].tolist()]
+               for k, row in zip(prep.keys, picks)}
+        assert got == rank(rep, cfg), cfg.to_flat()
+    assert seen["prefix"] > 5 and seen["again"] > 0 and seen["blocks"] > 5
 
 
 def test_row_wise_scorers_score_a_subset_as_the_whole(world):
