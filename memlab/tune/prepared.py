@@ -243,7 +243,9 @@ class Prepared:
     # -- session level ----------------------------------------------------------------------------
     def session_arrays(self, sessions: Mapping[str, str]) -> dict[str, Any] | None:
         """Per row its session code and whether that session is gold; per question the distinct
-        gold sessions. None when ``sessions`` misses an item (the reference path raises)."""
+        gold sessions. None when ``sessions`` misses an item (the reference path raises).
+        Memoised by the mapping's identity: a sweep passes one :func:`item_sessions` dict and
+        does not change it."""
         memo = self.__dict__.setdefault("_sessions", {})
         hit = memo.get(id(sessions))
         if hit is not None and hit[0] is sessions:
