@@ -202,7 +202,10 @@ def _prefix(prep: Prepared, pos: np.ndarray, sc: np.ndarray, limit: int) -> np.n
 def _beyond_the_cut(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray,
                     cut: np.ndarray, limit: int, out: np.ndarray) -> None:
     """Questions that ran out of their prefix with fewer than ``limit`` picks while a row past
-    the cut fits their budget left: picked again from all their kept rows."""
+    the cut fits their budget left: their walk goes on past the cut, over the rows that still
+    fit (the budget left only shrinks: a longer row would be skipped anyway), from where it
+    stopped; picked again from all their kept rows where the walk cannot resume (more permanent
+    rows than the cap lets through: it counts across the cut; no intersection matrix)."""
     rest = ~cut
     if not rest.any():
         return
@@ -212,11 +215,30 @@ def _beyond_the_cut(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.n
     shortest[q_rest[starts]] = np.minimum.reduceat(prep.text_len[pos[rest]], starts)
     picked = out >= 0
     used = np.where(picked, prep.text_len[np.maximum(out, 0)], 0).sum(axis=1)
-    redo = (picked.sum(axis=1) < limit) & (shortest <= cfg.selection.char_budget - used)
-    if redo.any():
-        again = redo[prep.qid[pos]]
-        out[redo] = -1
-        _pick(prep, cfg, pos[again], sc[again], limit, out)
+    left = cfg.selection.char_budget - used
+    redo = (picked.sum(axis=1) < limit) & (shortest <= left)
+    if not redo.any():
+        return
+    q = prep.qid[pos]
+    prep.dedup_arrays()
+    perm = np.bincount(q[prep.table["layer"][pos] == _PERMANENT], minlength=prep.n_q)
+    resume = redo & (perm <= cfg.recall.permanent_limit)   # else the cap may bind past the cut
+    first = np.full(prep.n_q, -1, dtype=np.int64)
+    first[q[::-1]] = pos[::-1]                       # a row of each question
+    resume &= (first >= 0) & (prep.inter_base[np.maximum(first, 0)] >= 0)
+    again = redo & ~resume
+    if again.any():
+        rows = again[q]
+        out[again] = -1
+        _pick(prep, cfg, pos[rows], sc[rows], limit, out)
+    tail = rest & resume[q] & (prep.text_len[pos] <= left[q])
+    if tail.any():
+        tq = q[tail]
+        o = _order(tq, sc[tail], prep.importance[pos[tail]])
+        order, tq = pos[tail][o], tq[o]
+        starts = np.flatnonzero(np.r_[True, tq[1:] != tq[:-1]])
+        sizes = np.diff(np.r_[starts, order.size])
+        _walk_vectorised(prep, cfg, order, starts, sizes, tq[starts], limit, out, resume=True)
 
 
 def _pick(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray, limit: int,
@@ -280,21 +302,29 @@ def _walk(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: np.ndarr
 
 
 def _walk_vectorised(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: np.ndarray,
-                     sizes: np.ndarray, qids: np.ndarray, limit: int, out: np.ndarray) -> None:
+                     sizes: np.ndarray, qids: np.ndarray, limit: int, out: np.ndarray, *,
+                     resume: bool = False) -> None:
     """select's loop for all the questions at once. Each step moves every question to its next
     candidate that fits the budget left (the ones between would be skipped for the budget) and
     picks it unless it duplicates a pick: at most ``limit`` picks plus the dedup skips, not one
-    step per candidate."""
+    step per candidate. ``resume``: the questions' picks in ``out`` so far are kept and the walk
+    goes on after them."""
     budget, dedup = cfg.selection.char_budget, cfg.selection.dedup_jaccard
     cand = _padded(order, starts, sizes, int(sizes.max()))
     width = cand.shape[1]
     length = np.where(cand >= 0, prep.text_len[np.maximum(cand, 0)], np.iinfo(np.int64).max)
     col = np.arange(width)
-    used = np.zeros(starts.size, dtype=np.int64)
-    count = np.zeros(starts.size, dtype=np.int64)
     at = np.zeros(starts.size, dtype=np.int64)                  # next candidate to look at
     # positions picked so far (unfilled slots: the question's first candidate, same conversation)
     chosen = np.repeat(cand[:, :1], limit, axis=1)
+    used = np.zeros(starts.size, dtype=np.int64)
+    count = np.zeros(starts.size, dtype=np.int64)
+    if resume:
+        before = out[qids]
+        have = before >= 0
+        chosen = np.where(have, before, chosen)
+        count = have.sum(axis=1)
+        used = np.where(have, prep.text_len[np.maximum(before, 0)], 0).sum(axis=1)
     live = np.arange(starts.size)
     while live.size:
         fit = (length[live] <= (budget - used[live])[:, None]) & (col[None, :] >= at[live, None])

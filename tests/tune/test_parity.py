@@ -240,8 +240,9 @@ def _walks(rep, cfg) -> bool:
 
 def test_long_lists_short_rankings_blocks(world, monkeypatch):
     """The paths for long candidate lists: rankings of k = 2 (each question sorts only a prefix
-    of its kept rows, and those that run out of it with budget left are picked again from all of
-    them), the whole table scored in blocks of a few rows: the reference's rankings."""
+    of its kept rows; one that runs out of it with budget left walks on past the cut, or is
+    picked again from all of them), the whole table scored in blocks of a few rows: the
+    reference's rankings."""
     monkeypatch.setattr(prepared_module, "BLOCK_ROWS", 7)
     # every candidate relevant and eligible: long kept lists
     loose = {"recall.floor_mode": "absolute", "recall.relevance_floor": 0.0,
@@ -250,8 +251,8 @@ def test_long_lists_short_rankings_blocks(world, monkeypatch):
                                     "recall.lexical_pool_min": 40, "recall.dense_pool_min": 40,
                                     **loose})
     keys = [k for k in reverie_keys() if k not in loose]
-    seen = {"prefix": 0, "again": 0, "blocks": 0, "picks": 0}
-    prefix, pick = rescore._prefix, rescore._pick
+    seen = {"prefix": 0, "again": 0, "blocks": 0, "picks": 0, "resumed": 0}
+    prefix, pick, walk = rescore._prefix, rescore._pick, rescore._walk_vectorised
 
     def spy_prefix(*args):
         got = prefix(*args)
@@ -262,8 +263,13 @@ def test_long_lists_short_rankings_blocks(world, monkeypatch):
         seen["picks"] += 1
         return pick(*args)
 
+    def spy_walk(*args, resume=False):
+        seen["resumed"] += resume
+        return walk(*args, resume=resume)
+
     monkeypatch.setattr(rescore, "_prefix", spy_prefix)
     monkeypatch.setattr(rescore, "_pick", spy_pick)
+    monkeypatch.setattr(rescore, "_walk_vectorised", spy_walk)
     for cfg in random_configs(base, N_CONFIGS, seed=SEED, keys=keys, ranges=RANGES):
         rep = _replay(world, cfg)
         prep = Prepared(rep)                      # fresh: blocks of BLOCK_ROWS rows
@@ -274,7 +280,8 @@ def test_long_lists_short_rankings_blocks(world, monkeypatch):
         got = {k: [prep.item_keys[p] for p in row[row >= 0].tolist()]
                for k, row in zip(prep.keys, picks)}
         assert got == rank(rep, cfg), cfg.to_flat()
-    assert seen["prefix"] > 5 and seen["again"] > 0 and seen["blocks"] > 5
+    assert seen["prefix"] > 5 and seen["blocks"] > 5
+    assert seen["again"] > 0 and seen["resumed"] > 0     # both ways past the prefix ran
 
 
 def test_row_wise_scorers_score_a_subset_as_the_whole(world):
