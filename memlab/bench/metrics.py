@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -57,6 +58,8 @@ __all__ = [
     "abstention",
     "aggregate",
     "evaluate",
+    "hit_metrics",
+    "hits_width",
     "metric_columns",
     "to_sessions",
 ]
@@ -74,7 +77,14 @@ class _Hits:
     first_rank: np.ndarray  # (Q,) float: rank (from 1) of the first gold item, inf when none
 
     def hits_at(self, k: int) -> np.ndarray:
-        return self.matrix[:, :k].sum(axis=1)
+        if self.matrix.shape[1] == 0:
+            return self.matrix[:, :k].sum(axis=1)
+        return self._running[:, min(k, self.matrix.shape[1]) - 1]
+
+    @cached_property
+    def _running(self) -> np.ndarray:
+        """Gold items among the top 1, 2, ... (one cumulative sum for every cut-off)."""
+        return self.matrix.cumsum(axis=1)
 
 
 def _discounts(k: int) -> np.ndarray:
@@ -261,12 +271,44 @@ def evaluate(rankings: Mapping[str, Sequence[str]], qrels: Mapping[str, Collecti
         if len(g) == 0:
             raise InvalidInput(f"qrels[{qid!r}]", "gold set must not be empty", list(g))
 
-    width = max((k for _, _, k in columns if k is not None), default=1)
-    hits = _hits(query_ids, ranked, gold, width)
-    data = {col: (AT_K_METRICS[fam](hits, k) if k is not None else PLAIN_METRICS[fam](hits))
-            for col, fam, k in columns}
+    hits = _hits(query_ids, ranked, gold, hits_width(columns))
+    return _frame(hits, query_ids, columns)
+
+
+def hits_width(columns: Sequence[tuple[str, str, int | None]]) -> int:
+    """Columns of the hit matrix the metrics of ``columns`` (:func:`metric_columns`) read."""
+    return max((k for _, _, k in columns if k is not None), default=1)
+
+
+def _frame(hits: _Hits, query_ids: Sequence[Hashable],
+           columns: Sequence[tuple[str, str, int | None]]) -> pd.DataFrame:
     index = pd.Index(query_ids, name="query_id")
-    return pd.DataFrame(data, index=index, dtype=np.float64)
+    return pd.DataFrame(_metric_arrays(hits, columns), index=index, dtype=np.float64)
+
+
+def _metric_arrays(hits: _Hits, columns: Sequence[tuple[str, str, int | None]]
+                   ) -> dict[str, np.ndarray]:
+    return {col: (AT_K_METRICS[fam](hits, k) if k is not None else PLAIN_METRICS[fam](hits))
+            for col, fam, k in columns}
+
+
+def hit_metrics(matrix: np.ndarray, gold: np.ndarray, first_rank: np.ndarray, *,
+                columns: Sequence[tuple[str, str, int | None]]) -> dict[str, np.ndarray]:
+    """Every metric of ``columns`` (:func:`metric_columns`) per query, as float64 arrays, from a
+    hit matrix already made (sweeps: no string ids); :func:`evaluate`'s columns for the rankings
+    behind it.
+
+    ``matrix`` (Q, :func:`hits_width` of ``columns``) bool: the item at rank i+1 of query q is
+    gold; ``gold`` (Q,) distinct gold items per query (>= 1); ``first_rank`` (Q,) rank from 1 of
+    the first gold item anywhere in the ranking (inf when none).
+    """
+    width = hits_width(columns)
+    q = len(gold)
+    if matrix.shape != (q, width) or first_rank.shape != (q,):
+        raise InvalidInput("matrix", f"must be ({q}, {width}) with gold and first_rank of "
+                           f"length {q}", (matrix.shape, gold.shape, first_rank.shape))
+    data = _metric_arrays(_Hits(matrix=matrix, gold=gold, first_rank=first_rank), columns)
+    return {c: np.asarray(v, dtype=np.float64) for c, v in data.items()}
 
 
 def aggregate(per_query: pd.DataFrame, *, by: pd.Series | None = None,

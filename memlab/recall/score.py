@@ -40,7 +40,8 @@ INTENT_HISTORICAL = TemporalIntent(historical=True).code
 INTENT_FIRST = TemporalIntent(first=True).code
 
 __all__ = ["Scored", "Scorer", "SCORERS", "register", "score", "relevance_mask", "floor_z",
-           "FLOOR_MODES"]
+           "FLOOR_MODES", "REVERIE_MEMORY_COLUMNS", "reverie_memory", "reverie_gate",
+           "reverie_scored"]
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,12 @@ def _sum(terms: dict[str, np.ndarray], n: int) -> np.ndarray:
 
 
 # -- scorers -------------------------------------------------------------------------------------
+#: The columns of reverie's memory-level quantities (:func:`reverie_memory`): they depend on the
+#: memory and the time of the question only, not on the query's text.
+REVERIE_MEMORY_COLUMNS = ("importance", "age_days", "since_access_days", "emotion_max",
+                          "access_count", "mention_count", "layer", "cognitive", "pinned")
+
+
 @register("reverie")
 def reverie(table: Table, cfg: MemlabConfig) -> Scored:
     """Reverie's fused score (§8), with retention (§9.1), entity (§11.1) and intent (§11.2) terms.
@@ -283,31 +290,65 @@ def reverie(table: Table, cfg: MemlabConfig) -> Scored:
     choice: the cue reactivation stays, computed from the *raw* relevance, since it is the cue's
     strength (not the decayed trace) that lifts a weak memory.
     """
+    return reverie_scored(table, cfg, reverie_memory(table, cfg))
+
+
+def reverie_memory(table: Table, cfg: MemlabConfig) -> Mapping[str, np.ndarray]:
+    """Reverie's quantities that read only :data:`REVERIE_MEMORY_COLUMNS` (one value per row of
+    ``table``): importance, age, permanence, references, reinforcement, frequency, cognitive
+    term, recency, emotion and retention. :func:`reverie` computes them on its table; a sweep may
+    compute them once per distinct memory state and hand :func:`reverie_scored` their rows."""
     fu = cfg.fusion
-    qid = _col(table, "qid", np.int64)
-    n = len(qid)
-    cos = _col(table, "cosine")
-    lexical = _col(table, "lexical")
     importance = _col(table, "importance")
     age = np.maximum(_col(table, "age_days"), 0.0)
     layer = _col(table, "layer", np.int64)
-    intent = _col(table, "intent", np.int64)
-
-    base = fu.relevance_baseline
-    relevance = np.clip((np.nan_to_num(cos, nan=0.0) - base) / (1.0 - base), 0.0, 1.0)
     refs = forgetting.references(_col(table, "access_count"), _col(table, "mention_count"))
-    reinf = forgetting.reinforcement(refs, alpha=cfg.forgetting.reinforcement_alpha)
-    frequency = np.minimum(1.0, np.log1p(refs) / np.log1p(fu.frequency_saturation))
-    cognitive = _cognitive(_col(table, "cognitive", np.int64), cfg)
-    recency = np.exp2(-age / fu.temporal_half_life_days)
+    emotion = forgetting.emotion_intensity(_col(table, "emotion_max"), scale=fu.emotion_scale)
+    return {
+        "importance": importance, "age": age, "permanent": layer == LAYER_CODES["permanent"],
+        "references": refs,
+        "reinforcement": forgetting.reinforcement(refs, alpha=cfg.forgetting.reinforcement_alpha),
+        "frequency": np.minimum(1.0, np.log1p(refs) / np.log1p(fu.frequency_saturation)),
+        "cognitive": _cognitive(_col(table, "cognitive", np.int64), cfg),
+        "recency": np.exp2(-age / fu.temporal_half_life_days),
+        "emotion": emotion,
+        "retention": forgetting.retention(layer, _col(table, "since_access_days"), importance,
+                                          emotion, refs, _col(table, "pinned", bool), cfg),
+    }
+
+
+def reverie_gate(table: Table, cfg: MemlabConfig, memory: Mapping[str, np.ndarray],
+                 relevant: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(relevance, eligible, relevant, floor components) of reverie's rows: relevance =
+    clip((cosine - b) / (1 - b), 0, 1), the forgetting gate (§9.1) and the relevance floor
+    (``relevant``: :func:`relevance_mask` of these rows, already known; no floor components)."""
+    base = cfg.fusion.relevance_baseline
+    relevance = np.clip((np.nan_to_num(_col(table, "cosine"), nan=0.0) - base) / (1.0 - base),
+                        0.0, 1.0)
+    relevant, floor = relevance_mask(table, cfg) if relevant is None else (relevant, {})
+    eligible = forgetting.eligible(memory["retention"], relevance, memory["permanent"], cfg)
+    return relevance, eligible, relevant, floor
+
+
+def reverie_scored(table: Table, cfg: MemlabConfig, memory: Mapping[str, np.ndarray],
+                   relevant: np.ndarray | None = None) -> Scored:
+    """:func:`reverie` given its :func:`reverie_memory` values for the rows of ``table`` (and,
+    optionally, their :func:`relevance_mask`, as :func:`reverie_gate` takes it)."""
+    fu = cfg.fusion
+    qid = _col(table, "qid", np.int64)
+    n = len(qid)
+    lexical = _col(table, "lexical")
+    intent = _col(table, "intent", np.int64)
+    importance, age, refs = memory["importance"], memory["age"], memory["references"]
+    reinf, frequency, recency = memory["reinforcement"], memory["frequency"], memory["recency"]
+    emotion, retention = memory["emotion"], memory["retention"]
+    relevance, eligible, relevant, floor = reverie_gate(table, cfg, memory, relevant)
     if fu.temporal_mode == "recency":
         temporal = recency
     else:
         temporal = np.where((intent & INTENT_RECENT) != 0, recency,
                             np.where((intent & INTENT_HISTORICAL) != 0, 1.0 - recency, 0.0))
-    emotion = forgetting.emotion_intensity(_col(table, "emotion_max"), scale=fu.emotion_scale)
-    retention = forgetting.retention(layer, _col(table, "since_access_days"), importance, emotion,
-                                     refs, _col(table, "pinned", bool), cfg)
 
     if cfg.governance.enabled:
         rel_eff = relevance
@@ -323,7 +364,6 @@ def reverie(table: Table, cfg: MemlabConfig) -> Scored:
     else:
         entity = np.zeros(n)
 
-    relevant, floor = relevance_mask(table, cfg)
     tc = cfg.temporal
     if tc.enabled:
         new = np.where(age < tc.recent_window_days, 1.0, -1.0)
@@ -339,7 +379,7 @@ def reverie(table: Table, cfg: MemlabConfig) -> Scored:
         "lexical_term": fu.lexical * lexical,
         "importance_term": fu.importance * importance,
         "frequency_term": fu.frequency * frequency,
-        "cognitive_term": cognitive,
+        "cognitive_term": memory["cognitive"],
         "temporal_term": fu.temporal * temporal,
         "emotion_term": fu.emotion * emotion,
         "resident_term": resident,
@@ -352,7 +392,6 @@ def reverie(table: Table, cfg: MemlabConfig) -> Scored:
            "importance": importance, "references": refs, "reinforcement": reinf,
            "frequency": frequency, "temporal": temporal, "emotion": emotion,
            "retention": retention, **floor}
-    eligible = forgetting.eligible(retention, relevance, layer == LAYER_CODES["permanent"], cfg)
     return _build("reverie", _sum(terms, n), eligible, relevant, raw, terms)
 
 

@@ -5,6 +5,14 @@ reduces (issue 8).
 same config on the same replay (``bench.run.rank`` + ``metrics.evaluate``), one row per answerable
 question, plus ``prompt_chars`` (characters of the memories selected for the prompt) for
 multi-objective sweeps.
+
+It is fast (item 6: hundreds of configurations per second per core on LoCoMo): what no
+configuration changes is prepared once per replay (:mod:`memlab.tune.prepared`), the selections
+come from :func:`memlab.tune.rescore.selections` as table positions, and the hit matrix from the
+positions' gold flags straight into :func:`memlab.bench.metrics.evaluate_hits` (no string ids).
+:func:`per_query_reference` is the old path (rank with string ids, then evaluate); the fast one
+equals it exactly (tests/tune/test_parity.py) and falls back to it for data it does not
+reproduce (:attr:`Prepared.why <memlab.tune.prepared.Prepared>`).
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ from memlab.bench.replay import Replayed
 from memlab.bench.run import qrels_of, rank
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
+from memlab.tune.prepared import Prepared, prepared
+from memlab.tune.rescore import selections, supported
 
-__all__ = ["per_query", "item_sessions", "LEVELS"]
+__all__ = ["per_query", "per_query_reference", "rankings", "item_sessions", "LEVELS"]
 
 LEVELS = ("item", "session")
 
@@ -36,14 +46,76 @@ def per_query(rep: Replayed, cfg: MemlabConfig, *, level: Literal["item", "sessi
     (LongMemEval's convention), as ``memlab bench``'s session table; ``sessions`` is
     :func:`item_sessions` of the replayed dataset.
     """
+    _check_level(level, sessions)
+    prep = prepared(rep)
+    if not supported(prep, cfg):
+        return per_query_reference(rep, cfg, level=level, sessions=sessions)
+    sess = None
+    if level == "session":
+        sess = prep.session_arrays(sessions)
+        if sess is None:                       # an item without session: the reference raises
+            return per_query_reference(rep, cfg, level=level, sessions=sessions)
+    return _frame(prep, selections(prep, cfg), cfg, sess)
+
+
+def rankings(rep: Replayed, cfg: MemlabConfig) -> dict[str, list[str]]:
+    """What the sweep path ranks: ``conversation_id::query_id`` -> ``conversation_id::item_id``
+    of the selected memories, best first, for every question (``bench.run.rank``'s values)."""
+    prep = prepared(rep)
+    if not supported(prep, cfg):
+        return rank(rep, cfg)
+    picks = selections(prep, cfg)
+    keys = prep.item_keys
+    return {key: [keys[p] for p in row[row >= 0].tolist()]
+            for key, row in zip(prep.keys, picks)}
+
+
+def _check_level(level: str, sessions: Mapping[str, str] | None) -> None:
     if level not in LEVELS:
         raise InvalidInput("level", f"must be one of {', '.join(LEVELS)}", level)
+    if level == "session" and sessions is None:
+        raise InvalidInput("sessions", "level 'session' needs item_sessions(dataset)", None)
+
+
+def _frame(prep: Prepared, picks: np.ndarray, cfg: MemlabConfig,
+           sess: dict | None) -> pd.DataFrame:
+    """per_query's frame from the selected positions (answerable questions, qid order)."""
+    parts = prep.frame_parts
+    picks = picks[parts["rows"]]
+    valid = picks >= 0
+    at = np.maximum(picks, 0)
+    if sess is None:
+        hit = prep.gold[at] & valid
+        gold = prep.gold_count[parts["rows"]]
+    else:
+        code = np.where(valid, sess["code"][at], -1)
+        j = np.arange(code.shape[1])
+        earlier = (code[:, :, None] == code[:, None, :]) & (j[None, None, :] < j[None, :, None])
+        first = valid & ~earlier.any(axis=2)            # a session ranks where its best item did
+        moved = np.argsort(~first, axis=1, kind="stable")
+        hit = np.take_along_axis(sess["gold"][at] & first, moved, axis=1)
+        gold = sess["gold_count"][parts["rows"]]
+    columns = M.metric_columns(ks=cfg.bench.ks)
+    width = M.hits_width(columns)
+    matrix = np.zeros((hit.shape[0], width), dtype=bool)
+    matrix[:, :min(width, hit.shape[1])] = hit[:, :width]
+    first_rank = np.where(hit.any(axis=1), hit.argmax(axis=1) + 1.0, np.inf)
+    data = M.hit_metrics(matrix, gold, first_rank, columns=columns)
+    chars = np.where(valid, prep.chars[at], 0).sum(axis=1).astype(np.int64)
+    return pd.DataFrame({**data, "category": parts["cats"], "conversation_id": parts["convs"],
+                         "prompt_chars": chars}, index=parts["index"])
+
+
+def per_query_reference(rep: Replayed, cfg: MemlabConfig, *,
+                        level: Literal["item", "session"] = "item",
+                        sessions: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """:func:`per_query` by the reference path: ``bench.run.rank`` (string ids) and
+    ``metrics.evaluate``, as ``memlab bench`` computes it. Slow; the fast path equals it."""
+    _check_level(level, sessions)
     rankings = rank(rep, cfg)
     qrels = {k: v for k, v in qrels_of(rep).items() if v}
     ranked = {k: rankings[k] for k in qrels}
     if level == "session":
-        if sessions is None:
-            raise InvalidInput("sessions", "level 'session' needs item_sessions(dataset)", None)
         item_sess = dict(sessions)
         ranked, qrels = M.to_sessions(ranked, item_sess), M.to_sessions(qrels, item_sess)
     out = M.evaluate(ranked, qrels, ks=cfg.bench.ks)

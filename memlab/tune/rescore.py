@@ -1,0 +1,379 @@
+"""One configuration's selections on a prepared replay, fast: the same positions as
+``select(table, score(table, cfg), ...)`` (what ``bench.run.rank`` and live ``recall()`` do), in a
+few vectorised passes (issue 8, item 6).
+
+1. **Relevant rows first.** Selection keeps only rows that pass the relevance floor; the floor's
+   test is a comparison on config-independent arrays (the z-score is computed once per replay). A
+   scorer that works row by row (:data:`ROW_WISE`: reverie, cosine, bm25, rrf, dialog_tree) is then
+   called, unchanged, on those rows alone (:class:`~memlab.tune.prepared.RowSubset`): its values
+   there are those it gives the same rows in the whole table. Reverie's 'first' boost ranks a
+   question's relevant rows, all of which are in the subset. Other scorers (generative_agents
+   normalises over all rows of a question) score the whole table.
+2. **Sort and cap** as selection does: (qid, score desc, importance desc, table order), at most
+   ``recall.permanent_limit`` permanent rows per question.
+3. **The walk, only where it can matter.** A question's pick is its top ``max(1, k)`` unless the
+   char budget or dedup binds among them: when their characters fit the budget and each of them
+   has a Jaccard below ``selection.dedup_jaccard`` with every other memory of its conversation
+   (a bound computed once), no skip can happen. The other questions walk exactly as selection
+   does, vectorised over questions (one step per candidate rank: budget, then Jaccard against the
+   picks from the conversation's intersection counts); a question whose conversation has no
+   intersection matrix (too many memories, or a memory without term set) goes through
+   :func:`memlab.recall.select.select` itself.
+4. 'First' questions (``temporal.enabled`` and ``temporal.oldest_first``) reorder their picks
+   oldest first.
+
+Results are positions of the replay's table, one row per question (``-1`` pads).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memlab.bench.replay import ranked_per_question
+from memlab.config import MemlabConfig
+from memlab.recall.features import LAYER_CODES
+from memlab.recall.score import (INTENT_FIRST, SCORERS, Scored, reverie_gate,
+                                 reverie_memory, reverie_scored, score)
+from memlab.recall.select import select
+from memlab.tune.prepared import Prepared, RowSubset
+
+__all__ = ["ROW_WISE", "selections", "supported"]
+
+#: Scorers whose score, eligibility and relevance of a row depend on that row's raw signals only
+#: (and reverie's 'first' boost on the question's relevant rows): scored on the relevant rows.
+ROW_WISE = frozenset({"reverie", "cosine", "bm25", "rrf", "dialog_tree"})
+_FLOOR_MODES = ("absolute", "zscore")
+_WHOLE = 0.6      # score the whole table rather than gather rows once this share is in play
+_PERMANENT = LAYER_CODES["permanent"]
+
+
+def supported(prep: Prepared, cfg: MemlabConfig) -> bool:
+    """Whether :func:`selections` reproduces the reference for ``cfg`` on ``prep``."""
+    rc = cfg.recall
+    return (prep.usable and cfg.fusion.scorer in SCORERS and rc.floor_mode in _FLOOR_MODES
+            and not (rc.floor_mode == "zscore" and prep.z_unknown))
+
+
+def _relevant(prep: Prepared, cfg: MemlabConfig) -> np.ndarray | None:
+    """The rows that pass ``recall.floor_mode``'s floor (None: all), as relevance_mask says."""
+    rc = cfg.recall
+    if rc.floor_mode == "absolute":
+        if rc.relevance_floor == 0:
+            return None
+        cos_ok = prep.cosine >= rc.relevance_floor
+    else:
+        cos_ok = prep.z >= rc.relevance_z
+    return cos_ok | (prep.lexical >= rc.lexical_floor)
+
+
+def _scored(prep: Prepared, cfg: MemlabConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(positions that selection keeps: eligible and relevant, their scores), positions sorted."""
+    name = cfg.fusion.scorer
+    mask = _relevant(prep, cfg) if name in ROW_WISE else None
+    if mask is None:
+        s = score(prep.table, cfg)
+        keep = np.asarray(s.eligible, dtype=bool) & np.asarray(s.relevant, dtype=bool)
+        return np.flatnonzero(keep), s.score[keep]
+    idx = np.flatnonzero(mask)
+    if idx.size and name == "reverie":
+        return _reverie(prep, cfg, idx)
+    if idx.size == 0:
+        return idx, np.zeros(0)
+    s = score(RowSubset(prep.raw, idx), cfg)
+    keep = np.asarray(s.eligible, dtype=bool) & np.asarray(s.relevant, dtype=bool)
+    return idx[keep], s.score[keep]
+
+
+def _reverie(prep: Prepared, cfg: MemlabConfig, idx: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Reverie on the relevant rows ``idx``: its memory-level quantities once per memory state,
+    the forgetting gate on ``idx``, the scores on the eligible rows and on every relevant row of
+    a 'first' question (the 'first' boost ranks those); the same values as :func:`score`. When
+    most rows are in play, the whole table is scored in blocks of whole questions (slices, no
+    gathers; blocks that fit the CPU caches) with the same mask."""
+    state, state_rows = prep.memory_states
+    memory = reverie_memory(RowSubset(prep.raw, state_rows), cfg)
+
+    def run(at: np.ndarray, fn) -> list[np.ndarray]:
+        if at.size <= _WHOLE * prep.n:
+            return [a for a in fn(RowSubset(prep.raw, at), RowSubset(memory, state[at]),
+                                  np.ones(at.size, dtype=bool))]
+        mask = np.zeros(prep.n, dtype=bool)
+        mask[at] = True
+        parts = [fn(RowSubset(prep.table, sl), RowSubset(memory, state[sl]), mask[sl])
+                 for sl in prep.blocks]
+        return [np.concatenate(p)[at] for p in zip(*parts)]
+
+    [eligible] = run(idx, lambda t, m, r: (reverie_gate(t, cfg, m, r)[1],))
+    idx = idx[eligible | prep.first_intent[idx]]
+    if idx.size == 0:
+        return idx, np.zeros(0)
+
+    def scored(t, m, r):
+        s = reverie_scored(t, cfg, m, r)
+        return s.score, np.asarray(s.eligible, dtype=bool) & np.asarray(s.relevant, dtype=bool)
+
+    sc, keep = run(idx, scored)
+    if not np.all(np.isfinite(sc)):
+        score(prep.table, cfg)                   # raises as the reference does
+    return idx[keep], sc[keep]
+
+
+def _sorted(prep: Prepared, pos: np.ndarray, sc: np.ndarray, cfg: MemlabConfig
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Selection's candidate order and permanent cap (select._candidates on the kept rows)."""
+    q = prep.qid[pos]
+    o = _order(q, sc, prep.importance[pos])
+    order, q = pos[o], q[o]
+    perm = (prep.table["layer"][order] == _PERMANENT).astype(np.int64)
+    if perm.any():
+        starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+        sizes = np.diff(np.r_[starts, order.size])
+        running = np.cumsum(perm)
+        within = running - np.repeat(running[starts] - perm[starts], sizes)
+        ok = (perm == 0) | (within <= cfg.recall.permanent_limit)
+        order, q = order[ok], q[ok]
+    return order, q
+
+
+def _order(q: np.ndarray, s: np.ndarray, imp: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-imp, -s, q))`` (rows in table order: ties keep it), faster: one stable
+    argsort of the float key ``q * big - s`` (rounding is monotone, so it can merge two close
+    scores of a question but never swap them), then each run of equal keys ordered exactly.
+    Checked pair by pair; lexsort where the check fails."""
+    if q.size < 2:
+        return np.arange(q.size)
+    lo, hi = float(s.min()), float(s.max())
+    with np.errstate(over="ignore", invalid="ignore"):
+        key = q * (2.0 * (hi - lo) + 1.0) - s
+    o = np.argsort(key, kind="stable")
+    k = key[o]
+    tie = k[1:] == k[:-1]
+    if tie.any():
+        follows = np.r_[False, tie]                  # same key as the one before
+        at = np.flatnonzero(follows | np.r_[tie, False])
+        run = np.cumsum(~follows[at])
+        sub = o[at]
+        o[at] = sub[np.lexsort((-imp[sub], -s[sub], run))]
+    a, b = o[:-1], o[1:]
+    same = q[a] == q[b]
+    ok = (q[a] < q[b]) | (same & ((s[a] > s[b]) | ((s[a] == s[b]) & (
+        (imp[a] > imp[b]) | ((imp[a] == imp[b]) & (a < b))))))
+    return o if ok.all() else np.lexsort((-imp, -s, q))
+
+
+def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
+    """Selected table positions per question: an (n_questions, max(1, k)) int64 matrix, best
+    first, -1 after the last pick; k = ``ranked_per_question(cfg)``. Needs :func:`supported`."""
+    limit = max(1, int(ranked_per_question(cfg)))
+    out = np.full((prep.n_q, limit), -1, dtype=np.int64)
+    pos, sc = _scored(prep, cfg)
+    if pos.size:
+        cut = _prefix(prep, pos, sc, limit)
+        if cut is None:
+            _pick(prep, cfg, pos, sc, limit, out)
+        else:
+            _pick(prep, cfg, pos[cut], sc[cut], limit, out)
+            _beyond_the_cut(prep, cfg, pos, sc, cut, limit, out)
+    if cfg.temporal.enabled and cfg.temporal.oldest_first:
+        _oldest_first(prep, out)
+    return out
+
+
+def _prefix(prep: Prepared, pos: np.ndarray, sc: np.ndarray, limit: int) -> np.ndarray | None:
+    """Per question, its kept rows that score at least its (2 limit)-th best: a prefix of
+    selection's order (rows tied at the cut all in), so that only those are sorted. None when
+    the lists are short anyway."""
+    if not prep.qid_sorted:
+        return None
+    q = prep.qid[pos]
+    counts = np.bincount(q, minlength=prep.n_q)
+    t = 2 * limit
+    width = int(counts.max())
+    if width <= 2 * t or pos.size <= 2 * t * np.count_nonzero(counts):
+        return None
+    col = np.arange(pos.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    m = np.full((prep.n_q, width), -np.inf)
+    m[q, col] = sc
+    kth = np.partition(m, width - t, axis=1)[:, width - t]
+    return sc >= kth[q]
+
+
+def _beyond_the_cut(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray,
+                    cut: np.ndarray, limit: int, out: np.ndarray) -> None:
+    """Questions that ran out of their prefix with fewer than ``limit`` picks while a row past
+    the cut fits their budget left: their walk goes on past the cut, over the rows that still
+    fit (the budget left only shrinks: a longer row would be skipped anyway), from where it
+    stopped; picked again from all their kept rows where the walk cannot resume (more permanent
+    rows than the cap lets through: it counts across the cut; no intersection matrix)."""
+    rest = ~cut
+    if not rest.any():
+        return
+    q_rest = prep.qid[pos[rest]]
+    starts = np.flatnonzero(np.r_[True, q_rest[1:] != q_rest[:-1]])
+    shortest = np.full(prep.n_q, np.iinfo(np.int64).max)
+    shortest[q_rest[starts]] = np.minimum.reduceat(prep.text_len[pos[rest]], starts)
+    picked = out >= 0
+    used = np.where(picked, prep.text_len[np.maximum(out, 0)], 0).sum(axis=1)
+    left = cfg.selection.char_budget - used
+    redo = (picked.sum(axis=1) < limit) & (shortest <= left)
+    if not redo.any():
+        return
+    q = prep.qid[pos]
+    prep.dedup_arrays()
+    perm = np.bincount(q[prep.table["layer"][pos] == _PERMANENT], minlength=prep.n_q)
+    resume = redo & (perm <= cfg.recall.permanent_limit)   # else the cap may bind past the cut
+    first = np.full(prep.n_q, -1, dtype=np.int64)
+    first[q[::-1]] = pos[::-1]                       # a row of each question
+    resume &= (first >= 0) & (prep.inter_base[np.maximum(first, 0)] >= 0)
+    again = redo & ~resume
+    if again.any():
+        rows = again[q]
+        out[again] = -1
+        _pick(prep, cfg, pos[rows], sc[rows], limit, out)
+    tail = rest & resume[q] & (prep.text_len[pos] <= left[q])
+    if tail.any():
+        tq = q[tail]
+        o = _order(tq, sc[tail], prep.importance[pos[tail]])
+        order, tq = pos[tail][o], tq[o]
+        starts = np.flatnonzero(np.r_[True, tq[1:] != tq[:-1]])
+        sizes = np.diff(np.r_[starts, order.size])
+        _walk_vectorised(prep, cfg, order, starts, sizes, tq[starts], limit, out, resume=True)
+
+
+def _pick(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray, limit: int,
+          out: np.ndarray) -> None:
+    """Sort and cap the kept rows ``pos`` (scores ``sc``), then each question's top ``limit``
+    where nothing can bind, selection's walk elsewhere; into ``out``."""
+    order, q = _sorted(prep, pos, sc, cfg)
+    if order.size == 0:
+        return
+    starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+    sizes = np.diff(np.r_[starts, order.size])
+    rank = np.arange(order.size) - np.repeat(starts, sizes)
+    top = rank < limit
+    sel = cfg.selection
+    chars = np.add.reduceat(np.where(top, prep.text_len[order], 0), starts)
+    clear = chars <= sel.char_budget
+    if limit > 1:               # one pick has nothing to be a duplicate of
+        clear &= _no_duplicates(prep, order, top, starts, sizes, limit, sel.dedup_jaccard)
+    fast = np.repeat(clear, sizes) & top
+    out[q[fast], rank[fast]] = order[fast]
+    walk = np.flatnonzero(~clear)
+    if walk.size:
+        _walk(prep, cfg, order, starts[walk], sizes[walk], q[starts[walk]], limit, out)
+
+
+def _padded(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, width: int) -> np.ndarray:
+    """The first ``width`` positions of each group of ``order`` as rows, -1 padded."""
+    col = np.arange(width)
+    at = np.minimum(starts[:, None] + col[None, :], order.size - 1)
+    return np.where(col[None, :] < sizes[:, None], order[at], -1)
+
+
+def _no_duplicates(prep: Prepared, order: np.ndarray, top: np.ndarray, starts: np.ndarray,
+                   sizes: np.ndarray, limit: int, dedup: float) -> np.ndarray:
+    """Per question: no two of its top ``limit`` candidates have Jaccard >= ``dedup``. First the
+    conversation-wide bound; the questions it does not clear, pair by pair."""
+    prep.dedup_arrays()
+    worst = np.maximum.reduceat(np.where(top, prep.max_jaccard[order], -np.inf), starts)
+    ok = worst < dedup
+    check = np.flatnonzero(~ok & np.isfinite(worst))
+    if check.size:
+        heads = _padded(order, starts[check], sizes[check], min(limit, int(sizes.max())))
+        j = np.arange(heads.shape[1])
+        pair = (heads[:, :, None] >= 0) & (heads[:, None, :] >= 0) \
+            & (j[None, :, None] < j[None, None, :])
+        heads = np.where(heads >= 0, heads, heads[:, :1])   # pads: the question's own first
+        jac = prep.jaccard(heads[:, :, None], heads[:, None, :])
+        ok[check] = ~((jac >= dedup) & pair).any(axis=(1, 2))
+    return ok
+
+
+def _walk(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: np.ndarray,
+          sizes: np.ndarray, qids: np.ndarray, limit: int, out: np.ndarray) -> None:
+    """Selection's greedy walk (budget, dedup, k) for the questions ``qids``."""
+    prep.dedup_arrays()
+    vec = prep.inter_base[order[starts]] >= 0
+    if vec.any():
+        _walk_vectorised(prep, cfg, order, starts[vec], sizes[vec], qids[vec], limit, out)
+    if (~vec).any():
+        _walk_select(prep, cfg, order, starts[~vec], sizes[~vec], qids[~vec], limit, out)
+
+
+def _walk_vectorised(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: np.ndarray,
+                     sizes: np.ndarray, qids: np.ndarray, limit: int, out: np.ndarray, *,
+                     resume: bool = False) -> None:
+    """select's loop for all the questions at once. Each step moves every question to its next
+    candidate that fits the budget left (the ones between would be skipped for the budget) and
+    picks it unless it duplicates a pick: at most ``limit`` picks plus the dedup skips, not one
+    step per candidate. ``resume``: the questions' picks in ``out`` so far are kept and the walk
+    goes on after them."""
+    budget, dedup = cfg.selection.char_budget, cfg.selection.dedup_jaccard
+    cand = _padded(order, starts, sizes, int(sizes.max()))
+    width = cand.shape[1]
+    length = np.where(cand >= 0, prep.text_len[np.maximum(cand, 0)], np.iinfo(np.int64).max)
+    col = np.arange(width)
+    at = np.zeros(starts.size, dtype=np.int64)                  # next candidate to look at
+    # positions picked so far (unfilled slots: the question's first candidate, same conversation)
+    chosen = np.repeat(cand[:, :1], limit, axis=1)
+    used = np.zeros(starts.size, dtype=np.int64)
+    count = np.zeros(starts.size, dtype=np.int64)
+    if resume:
+        before = out[qids]
+        have = before >= 0
+        chosen = np.where(have, before, chosen)
+        count = have.sum(axis=1)
+        used = np.where(have, prep.text_len[np.maximum(before, 0)], 0).sum(axis=1)
+    live = np.arange(starts.size)
+    while live.size:
+        fit = (length[live] <= (budget - used[live])[:, None]) & (col[None, :] >= at[live, None])
+        j = fit.argmax(axis=1)
+        found = fit[np.arange(live.size), j]
+        live, j = live[found], j[found]                         # the others have nothing left
+        if live.size == 0:
+            break
+        p = cand[live, j]
+        at[live] = j + 1
+        n = count[live]
+        take = np.ones(live.size, dtype=bool)
+        seen = int(n.max())
+        if seen and limit > 1:
+            jac = prep.jaccard(p[:, None], chosen[live, :seen])
+            take = ~((jac >= dedup) & (np.arange(seen)[None, :] < n[:, None])).any(axis=1)
+        got, p, n, j = live[take], p[take], n[take], j[take]
+        out[qids[got], n] = p
+        chosen[got, n] = p
+        used[got] += length[got, j]
+        count[got] = n + 1
+        live = live[(count[live] < limit) & (at[live] < sizes[live])]
+
+
+def _walk_select(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, starts: np.ndarray,
+                 sizes: np.ndarray, qids: np.ndarray, limit: int, out: np.ndarray) -> None:
+    """The questions whose conversation has no intersection matrix: through select() itself, on
+    their kept rows (already sorted, capped and in table order within ties)."""
+    idx = np.sort(np.concatenate([order[s:s + n] for s, n in zip(starts.tolist(),
+                                                                 sizes.tolist())]))
+    sub = RowSubset(prep.raw, idx)
+    ones = np.ones(idx.size, dtype=bool)
+    # the order is known: minus the place in it serves as the score (same sort, same ties)
+    place = np.empty(prep.n, dtype=np.float64)
+    place[order] = -np.arange(order.size, dtype=np.float64)
+    picked = select(sub, Scored(score=place[idx], eligible=ones, relevant=ones), k=limit,
+                    terms=prep.terms, cfg=cfg)
+    for qi in qids.tolist():
+        got = idx[picked[qi]] if qi < len(picked) else np.zeros(0, dtype=np.int64)
+        out[qi, :got.size] = got
+
+
+def _oldest_first(prep: Prepared, out: np.ndarray) -> None:
+    """'First' questions: their picks oldest first (stable), as selection's step 4."""
+    head = out[:, 0]
+    flag = np.flatnonzero((head >= 0) & ((prep.table["intent"][np.maximum(head, 0)]
+                                          & INTENT_FIRST) != 0))
+    if flag.size == 0:
+        return
+    sub = out[flag]
+    times = np.where(sub >= 0, prep.table["event_time"][np.maximum(sub, 0)], np.inf)
+    out[flag] = np.take_along_axis(sub, np.argsort(times, axis=1, kind="stable"), axis=1)

@@ -1,0 +1,302 @@
+"""Parity (issue 8, done-when): what a sweep computes equals what live ``recall()`` returns, and
+the fast per-query path equals the reference path (``bench.run.rank`` + ``metrics.evaluate``).
+
+Data: a small bilingual (zh, en) set written by the test, with near-duplicate memories (dedup
+binds), permanent, long- and short-term memories, emotions, importances, named entities and
+temporal cues ('first', recent, historical), replayed with the hashing embedder and written into
+real SQLite store files. Configurations: 50 seeded draws of :func:`memlab.tune.sample.random_configs`
+over every score-stage field the reverie scorer reads (from ``memlab.config.describe()``) and, in
+some, the candidate-stage keys of :data:`memlab.tune.sample.CANDIDATE_KEYS` (their own replay).
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memlab.api import open_store
+from memlab.bench.datasets.canonical import Card, Dataset, Item, Question
+from memlab.bench.featcache import features_key
+from memlab.bench.replay import ranked_per_question
+from memlab.bench.run import rank, replay_cached
+from memlab.clock import FixedClock
+from memlab.config import MemlabConfig
+from memlab.embed import HashingEmbedder
+from memlab.recall.score import score
+from memlab.tune import rescore
+from memlab.tune.evaluate import item_sessions, per_query, per_query_reference, rankings
+from memlab.tune import prepared as prepared_module
+from memlab.tune.prepared import Prepared, RowSubset, prepared
+from memlab.tune.sample import CANDIDATE_KEYS, random_configs, reverie_keys
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+N_CONFIGS = 50
+SEED = 8
+
+EN = [
+    ("Ann", "I adopted a cat named Momo"), ("Ann", "I adopted a cat named Momo last week"),
+    ("Ann", "Momo the cat likes tuna and naps on the sofa"), ("Ann", "my red bicycle is fast"),
+    ("Ann", "red bicycle"), ("Ann", "we booked a flight to Lisbon"),
+    ("Ann", "we booked a flight to Lisbon for May"), ("Ann", "Caroline visited the museum with Melanie"),
+    ("Ann", "Melanie paints landscapes by the lake"), ("Ann", "the first time I went skiing was in Austria"),
+    ("Ann", "lately I have been running every morning"), ("Ann", "I used to play the violin"),
+    ("Ann", "I used to play the violin at school"), ("Ann", "my sister Grace lives in Berlin"),
+    ("Ann", "Grace sent me a postcard from Berlin"), ("Ann", "I started learning Japanese recently"),
+]
+ZH = [
+    ("小明", "我养了一只叫小白的猫"), ("小明", "我养了一只猫叫小白"), ("小明", "小白喜欢吃鱼"),
+    ("小明", "我最近在学游泳"), ("小明", "以前我住在上海"), ("小明", "以前我住在上海的浦东"),
+    ("小明", "第一次去北京是在二零一九年"), ("小明", "老王推荐了一本书《三体》"),
+    ("小明", "我的红色自行车很快"), ("小明", "我喜欢喝绿茶"), ("小明", "每天早上喝绿茶"),
+    ("小明", "老王最近在学吉他"), ("小明", "我曾经在杭州工作过三年"), ("小明", "周末和老王去爬山"),
+]
+QUESTIONS = {
+    "en": [("What is my cat called?", ["0", "1"]), ("When did I go skiing for the first time?", ["9"]),
+           ("What have I been doing lately?", ["10", "15"]),
+           ("Did I use to play an instrument?", ["11", "12"]), ("Where did we fly to?", ["5", "6"]),
+           ("What does Melanie paint?", ["8"]), ("Where does Grace live?", ["13", "14"]),
+           ("Tell me about the red bicycle", ["3"])],
+    "zh": [("我的猫叫什么名字？", ["0", "1"]), ("我最近在学什么？", ["3"]), ("我以前住在哪里？", ["4", "5"]),
+           ("我第一次去北京是什么时候？", ["6"]), ("老王推荐了什么书？", ["7"]), ("我喜欢喝什么茶？", ["9", "10"]),
+           ("老王最近在学什么？", ["11"])],
+}
+
+
+def _dataset() -> Dataset:
+    """Two users (en, zh) and a mixed one; items over 200 days, questions asked after them."""
+    rng = random.Random(SEED)
+    items, questions = [], []
+    convs = {"en": EN, "zh": ZH, "mix": EN[:8] + ZH[:7]}
+    for conv, texts in convs.items():
+        day = 0.0
+        for i, (speaker, text) in enumerate(texts):
+            day += rng.uniform(1, 14)
+            layer = rng.choice(["long_term", "long_term", "short_term", "permanent"])
+            meta = {"importance": round(rng.uniform(0.1, 1.0), 3), "layer": layer}
+            if rng.random() < 0.4:
+                meta["emotion"] = round(rng.uniform(0.0, 1.0), 3)
+            items.append(Item(conv, str(i), f"s{i // 4}", speaker, text, T0 + timedelta(days=day),
+                              meta))
+        asked = T0 + timedelta(days=day)
+        qs = QUESTIONS["zh" if conv == "zh" else "en"]
+        if conv == "mix":
+            qs = [q for q in QUESTIONS["en"] if max(map(int, q[1])) < 8] \
+                + [(t, [str(int(e) + 8) for e in ev]) for t, ev in QUESTIONS["zh"]
+                   if max(map(int, ev)) < 7]
+        for j, (text, evidence) in enumerate(qs):
+            asked += timedelta(days=rng.choice([0.5, 3, 40, 200]))
+            questions.append(Question(conv, f"q{j}", text, asked, "c" + str(j % 3),
+                                      tuple(evidence)))
+    card = Card(name="parity-mini", version="1", language="mixed", license="CC0-1.0",
+                source="memlab tests", granularity="turn", description="parity set")
+    return Dataset(card, items, questions)
+
+
+def _base(tmp_path: Path) -> MemlabConfig:
+    """Hashing embedder, short rankings (k = 5), pools small enough to bind on this data."""
+    return MemlabConfig().replace(**{
+        "embedding.backend": "hashing", "bench.cache_dir": str(tmp_path / "cache"),
+        "bench.k": 5, "bench.ks": (1, 3, 5), "recall.lexical_pool_min": 6,
+        "recall.lexical_pool_per_k": 1, "recall.dense_pool_min": 4, "recall.dense_pool_per_k": 1,
+        "recall.permanent_pool_min": 3, "recall.permanent_pool_per_k": 1})
+
+
+#: Intervals that make the budget, dedup, permanent cap and pool sizes bind on this small data.
+RANGES = {"selection.char_budget": (20, 200), "selection.dedup_jaccard": (0.2, 1.0),
+          "recall.permanent_limit": (0, 4), "recall.lexical_pool_min": (1, 12),
+          "recall.lexical_pool_per_k": (0, 3), "recall.dense_pool_min": (1, 10),
+          "recall.dense_pool_per_k": (0, 2)}
+
+
+def _configs(base: MemlabConfig, *, scorers=("reverie",), extra=(),
+             candidate_share: float = 0.25) -> list[MemlabConfig]:
+    return random_configs(base, N_CONFIGS, seed=SEED, keys=(*reverie_keys(), *extra),
+                          candidate_keys=CANDIDATE_KEYS, candidate_share=candidate_share,
+                          scorers=scorers, ranges=RANGES)
+
+
+def _feature_cfg(cfg: MemlabConfig, base: MemlabConfig) -> MemlabConfig:
+    """``base`` with ``cfg``'s candidate-stage keys: what a sweep replays ``cfg``'s group with."""
+    flat = cfg.to_flat()
+    return base.replace(**{k: flat[k] for k in CANDIDATE_KEYS})
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("parity")
+    ds, base = _dataset(), _base(tmp)
+    return {"ds": ds, "base": base, "tmp": tmp, "replays": {}, "stores": {}}
+
+
+def _replay(world, cfg: MemlabConfig):
+    fcfg = _feature_cfg(cfg, world["base"])
+    key = features_key(fcfg)
+    if key not in world["replays"]:
+        world["replays"][key] = replay_cached(world["ds"], fcfg, embedder=HashingEmbedder(),
+                                              progress=False)
+    return world["replays"][key]
+
+
+def _store_files(world) -> dict[str, Path]:
+    """One SQLite file per conversation holding all its items, written through the facade."""
+    if not world["stores"]:
+        ds = world["ds"]
+        for conv in ds.conversations():
+            path = world["tmp"] / f"{conv}.sqlite"
+            store = open_store(path, config=world["base"], embedder=HashingEmbedder())
+            try:
+                store.add_many([_fields(it) for it in ds.items_of(conv)])
+            finally:
+                store.close()
+            world["stores"][conv] = path
+    return world["stores"]
+
+
+def _fields(it: Item) -> dict:
+    """An item as a user writes it (text as replay renders it: "{speaker}: {text}")."""
+    meta = it.meta or {}
+    out = {"text": f"{it.speaker}: {it.text}", "id": it.item_id, "timestamp": it.timestamp,
+           "importance": meta["importance"], "layer": meta["layer"]}
+    if "emotion" in meta:   # replay stores meta.emotion * fusion.emotion_scale (default 100)
+        out["emotions"] = {"intensity": meta["emotion"] * 100.0}
+    return out
+
+
+def test_sweep_rankings_equal_live_recall(world):
+    """For 50 random reverie configurations (candidate-stage keys included), the rankings of the
+    sweep path equal live MemoryStore.recall() at each question's time with the same k."""
+    ds, files = world["ds"], _store_files(world)
+    configs = _configs(world["base"])
+    assert len({features_key(_feature_cfg(c, world["base"])) for c in configs}) > 5
+    compared = nonempty = differs_from_default = 0
+    default_rank = rankings(_replay(world, world["base"]), world["base"])
+    for cfg in configs:
+        rep = _replay(world, cfg)
+        swept = rankings(rep, cfg)
+        live_cfg = cfg.replace(**{"bench.cache_dir": str(world["tmp"] / "cache")})
+        for conv in ds.conversations():
+            store = open_store(files[conv], config=live_cfg, embedder=HashingEmbedder())
+            try:
+                for q in ds.questions_of(conv):
+                    got = store.recall(q.text, k=ranked_per_question(cfg),
+                                       clock=FixedClock(q.asked_at.timestamp()))
+                    key = f"{conv}::{q.query_id}"
+                    want = [f"{conv}::{m.id}" for m in got.memories]
+                    assert swept[key] == want, (key, cfg.to_flat())
+                    compared += 1
+                    nonempty += bool(want)
+                    differs_from_default += swept[key] != default_rank[key]
+            finally:
+                store.close()
+    assert compared == N_CONFIGS * len(ds.questions)
+    assert nonempty > compared // 2 and differs_from_default > compared // 10
+
+
+@pytest.mark.parametrize("scorers,extra", [
+    (("reverie",), ()),   # the configurations of the live test (same draws, same replays)
+    (("generative_agents", "cosine", "bm25", "rrf", "dialog_tree"),
+     ("baselines.rrf_k", "baselines.ga_relevance", "baselines.ga_importance",
+      "baselines.ga_recency", "baselines.ga_recency_decay", "dialog_tree.alpha",
+      "dialog_tree.beta", "dialog_tree.gamma", "dialog_tree.recency_tau", "dialog_tree.tree_tau")),
+], ids=["reverie", "baselines"])
+def test_fast_per_query_equals_the_reference(world, scorers, extra):
+    """per_query (fast) == per_query_reference (rank + metrics.evaluate) exactly, item and session
+    level, for 50 random configurations; the walk (budget or dedup binding) runs in most."""
+    sessions = item_sessions(world["ds"])
+    walked = 0
+    share = 0.25 if scorers == ("reverie",) else 0.0
+    for cfg in _configs(world["base"], scorers=scorers, extra=extra, candidate_share=share):
+        rep = _replay(world, cfg)
+        pd.testing.assert_frame_equal(per_query(rep, cfg), per_query_reference(rep, cfg))
+        pd.testing.assert_frame_equal(per_query(rep, cfg, level="session", sessions=sessions),
+                                      per_query_reference(rep, cfg, level="session",
+                                                          sessions=sessions))
+        assert rankings(rep, cfg) == rank(rep, cfg)
+        walked += _walks(rep, cfg)
+    assert walked > N_CONFIGS // 2
+
+
+def _walks(rep, cfg) -> bool:
+    """Whether some question of ``cfg`` took the walk (its budget or dedup could bind)."""
+    seen = []
+    original = rescore._walk
+
+    def spy(*args):
+        seen.append(True)
+        return original(*args)
+
+    rescore._walk = spy
+    try:
+        rescore.selections(prepared(rep), cfg)
+    finally:
+        rescore._walk = original
+    return bool(seen)
+
+
+def test_long_lists_short_rankings_blocks(world, monkeypatch):
+    """The paths for long candidate lists: rankings of k = 2 (each question sorts only a prefix
+    of its kept rows; one that runs out of it with budget left walks on past the cut, or is
+    picked again from all of them), the whole table scored in blocks of a few rows: the
+    reference's rankings."""
+    monkeypatch.setattr(prepared_module, "BLOCK_ROWS", 7)
+    # every candidate relevant and eligible: long kept lists
+    loose = {"recall.floor_mode": "absolute", "recall.relevance_floor": 0.0,
+             "forgetting.eligibility_threshold": 0.0}
+    base = world["base"].replace(**{"bench.k": 2, "bench.ks": (1, 2),
+                                    "recall.lexical_pool_min": 40, "recall.dense_pool_min": 40,
+                                    **loose})
+    keys = [k for k in reverie_keys() if k not in loose]
+    seen = {"prefix": 0, "again": 0, "blocks": 0, "picks": 0, "resumed": 0}
+    prefix, pick, walk = rescore._prefix, rescore._pick, rescore._walk_vectorised
+
+    def spy_prefix(*args):
+        got = prefix(*args)
+        seen["prefix"] += got is not None
+        return got
+
+    def spy_pick(*args):
+        seen["picks"] += 1
+        return pick(*args)
+
+    def spy_walk(*args, resume=False):
+        seen["resumed"] += resume
+        return walk(*args, resume=resume)
+
+    monkeypatch.setattr(rescore, "_prefix", spy_prefix)
+    monkeypatch.setattr(rescore, "_pick", spy_pick)
+    monkeypatch.setattr(rescore, "_walk_vectorised", spy_walk)
+    for cfg in random_configs(base, N_CONFIGS, seed=SEED, keys=keys, ranges=RANGES):
+        rep = _replay(world, cfg)
+        prep = Prepared(rep)                      # fresh: blocks of BLOCK_ROWS rows
+        seen["blocks"] += len(prep.blocks) > 1
+        seen["picks"] = 0
+        picks = rescore.selections(prep, cfg)
+        seen["again"] += seen["picks"] > 1           # picked again past the prefix
+        got = {k: [prep.item_keys[p] for p in row[row >= 0].tolist()]
+               for k, row in zip(prep.keys, picks)}
+        assert got == rank(rep, cfg), cfg.to_flat()
+    assert seen["prefix"] > 5 and seen["blocks"] > 5
+    assert seen["again"] > 0 and seen["resumed"] > 0     # both ways past the prefix ran
+
+
+def test_row_wise_scorers_score_a_subset_as_the_whole(world):
+    """The premise of scoring the relevant rows alone: on any rows, the scorers of
+    rescore.ROW_WISE give the values (score, eligible, relevant) they give those rows in the
+    whole table, bit for bit (reverie's 'first' boost: on rows that hold every relevant one)."""
+    base = world["base"]
+    rep = _replay(world, base)
+    prep = prepared(rep)
+    rng = np.random.default_rng(SEED)
+    for cfg in _configs(base, scorers=sorted(rescore.ROW_WISE)):
+        whole = score(prep.table, cfg)
+        keep = whole.relevant | (rng.random(prep.n) < 0.3)
+        idx = np.flatnonzero(keep)
+        part = score(RowSubset(prep.table, idx), cfg)
+        assert np.array_equal(part.score, whole.score[idx])
+        assert np.array_equal(part.eligible, whole.eligible[idx])
+        assert np.array_equal(part.relevant, whole.relevant[idx])
