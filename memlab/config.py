@@ -234,7 +234,9 @@ class FusionConfig(_Section):
         "with a compressed cosine range (e5: unrelated texts at ~0.75) need b > 0 for relevance "
         "to outweigh the other terms; see README.", ge=0.0, lt=1.0)
     emotion_scale: float = _f(100.0, "Emotion values are on [0, this]; intensity = max|e| / this "
-                              "(§9.1 divides by 100).", gt=0.0, le=1e6, spec="reverie §9.1")
+                              "(§9.1 divides by 100). Ingest: a benchmark replay scales a dataset's 0-1 emotion "
+                              "by it when it writes the item.", gt=0.0, le=1e6, stage="ingest",
+                              spec="reverie §9.1")
 
 
 class ForgettingConfig(_Section):

@@ -162,3 +162,45 @@ def test_the_scenario_is_telling(replay_like):
     assert any(time_window_days(q) for q in QUESTIONS)
     assert (table["entity_matches"] > 0).any() and (table["dense_rank"] > 0).any()
     assert (table["lexical_rank"] > 0).any() and (table["layer"] == 0).any()
+
+
+# -- through a benchmark replay: its ingest (bench/replay.py item_fields) reads config too ---------
+@pytest.fixture(scope="module")
+def replay_dataset():
+    from memlab.bench.datasets.canonical import Card, Dataset, Item, Question
+
+    def at(days):
+        return datetime.fromtimestamp(NOW - days * DAY, tz=timezone.utc)
+
+    card = Card(name="stages", version="1", language="zh", license="CC0-1.0", source="tests",
+                granularity="turn", description="score-stage fields and a replay's ingest")
+    items = [Item("c1", f"i{i}", "s1", "user", text, at(d),
+                  {"emotion": 0.3 + 0.05 * i, "layer": "long_term" if i % 3 else "permanent",
+                   "cognitive_layer": ("episodic", "semantic", "procedural")[i % 3]})
+             for i, (text, d, _) in enumerate(MEMORIES[:12])]
+    questions = [Question("c1", f"q{j}", q, at(0), "x", ("i0",)) for j, q in enumerate(QUESTIONS)]
+    return Dataset(card, items, questions)
+
+
+class _NoCache:
+    def get_many(self, key, texts):
+        return {}
+
+    def put_many(self, key, texts, vecs):
+        pass
+
+
+def _replayed_table(ds, cfg):
+    from memlab.bench.replay import replay
+    from memlab.embed import make_embedder
+
+    rep = replay(ds, cfg=cfg, embedder=make_embedder(cfg), cache=_NoCache(), progress=False)
+    return rep.features.table
+
+
+@pytest.mark.parametrize("key", SCORE)
+def test_a_score_field_leaves_a_replays_raw_signals_unchanged(replay_dataset, key):
+    """A benchmark replay writes items through its own ingest (emotion scaled by the config, the
+    layer and importance policies): a score-stage field must not change what it stores either."""
+    pd.testing.assert_frame_equal(_replayed_table(replay_dataset, _changed(key)),
+                                  _replayed_table(replay_dataset, BASE))
