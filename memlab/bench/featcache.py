@@ -59,7 +59,8 @@ def features_key(cfg: MemlabConfig) -> str:
 #: memlab's modules that compute nothing a replay stores: scoring, selection, metrics, reports,
 #: tracking, tuning and the command line read raw signals, never make them. A change to them keeps
 #: the feature cache (a sweep edits none of the replay's code); any other module's change drops it.
-NOT_REPLAY_CODE = ("recall/score.py", "recall/select.py", "recall/inject.py", "recall/result.py",
+NOT_REPLAY_CODE = ("recall/score.py", "recall/learned.py", "recall/select.py", "recall/inject.py",
+                   "recall/result.py",
                    "bench/run.py", "bench/metrics.py", "bench/plots.py", "bench/track.py",
                    "bench/tracking.py", "bench/cli.py", "bench/significance.py", "cli.py",
                    "tune/")
