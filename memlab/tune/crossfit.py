@@ -6,8 +6,9 @@ defaults are scored on the same held-out questions. Nothing is replayed per fold
 
 **Permutation importance** of the non-linear model, per fold, on the held-out questions and on
 the metric itself (default nDCG@10), not on the classifier's log-loss: a column's values are
-shuffled across the held-out rows (seeded), the rows re-scored and re-selected exactly as
-``memlab bench`` does, and the drop of the held-out mean is the column's importance. It answers
+shuffled across the held-out rows (seeded) in the model's input only, the rows re-scored and
+re-selected as ``memlab bench`` does (gates and selection on the unshuffled columns), and the
+drop of the held-out mean is the column's importance. It answers
 "which raw signals does the ranking lean on", which is what the next signal to build should be
 chosen from.
 """
@@ -22,11 +23,15 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from memlab.bench.replay import Replayed
+from memlab.bench import metrics as M
+from memlab.bench.replay import Replayed, ranked_per_question
+from memlab.bench.run import qrels_of
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
 from memlab.recall.features import Features, column
 from memlab.recall.learned import save_model
+from memlab.recall.score import Scored, score as score_table
+from memlab.recall.select import select
 from memlab.tune.evaluate import per_query
 from memlab.tune.fit import build_design, fit_hgb, fit_linear, question_keys
 from memlab.tune.folds import conversation_folds
@@ -56,21 +61,45 @@ def learned_config(cfg: MemlabConfig, model_path: str | Path) -> MemlabConfig:
     return cfg.replace(**{"fusion.scorer": "learned", "fusion.learned_model": str(model_path)})
 
 
+def _held_metric(held: Replayed, cfg: MemlabConfig, scored: Scored, questions: pd.Index,
+                 metric: str) -> float:
+    """Mean ``metric`` over ``questions`` of ``held`` ranked by ``scored`` (selection as
+    ``bench.run.rank``: the gates, budget and dedup read ``held``'s own columns)."""
+    table = held.features.columns
+    picks = select(table, scored, terms=held.features.terms, k=ranked_per_question(cfg), cfg=cfg)
+    rows = np.asarray(table["row"])
+    keys = question_keys(held)
+    convs = held.questions["conversation_id"].astype(str).tolist()
+    wanted = set(questions)
+    qrels = {k: v for k, v in qrels_of(held).items() if k in wanted and v}
+    rankings = {key: [f"{convs[q]}::{held.row_item[int(r)]}"
+                      for r in rows[picks[q] if q < len(picks) else np.zeros(0, int)]]
+                for q, key in enumerate(keys) if key in qrels}
+    return float(M.evaluate(rankings, qrels, ks=cfg.bench.ks)[metric].mean())
+
+
 def permutation_importance(rep: Replayed, cfg: MemlabConfig, questions: pd.Index,
                            features: tuple[str, ...], *, metric: str = "ndcg@10",
                            repeats: int = 1, seed: int = 0) -> pd.Series:
     """Drop of the mean ``metric`` over ``questions`` when each of ``features`` is shuffled across
-    their rows (mean over ``repeats``), scoring with ``cfg``."""
+    their rows (mean over ``repeats``), scoring with ``cfg``. Only the scorer sees the shuffled
+    column: the gates (eligible, relevant) and the selection (budget, dedup, permanent cap,
+    oldest-first) read the original table, so that a column selection also reads (text_len,
+    intent, layer) measures what the model leans on, not what the budget does."""
     held = restrict(rep, questions)
-    base = per_query(held, cfg).reindex(questions)[metric].mean()
+    table = held.features.columns
+    s0 = score_table(table, cfg)
+    base = _held_metric(held, cfg, s0, questions, metric)
     rng = np.random.default_rng(seed)
     out = {}
     for f in features:
         drops = []
         for _ in range(repeats):
-            values = np.asarray(held.features.columns[f])
-            shuffled = restrict(rep, questions, columns={f: rng.permutation(values)})
-            drops.append(base - per_query(shuffled, cfg).reindex(questions)[metric].mean())
+            shuffled = {**table, f: rng.permutation(np.asarray(table[f]))}
+            sp = score_table(shuffled, cfg)
+            scored = Scored(sp.score, s0.eligible, s0.relevant, sp.components, sp.additive,
+                            sp.scorer)
+            drops.append(base - _held_metric(held, cfg, scored, questions, metric))
         out[f] = float(np.mean(drops))
     return pd.Series(out, name=metric)
 

@@ -41,7 +41,7 @@ def synth_replay(weights: Mapping[str, float], *, conversations: int = 6, per_co
             cols["row"] += rows.tolist()
             for k, v in sig.items():
                 cols[k] += v.tolist()
-            cols["text_len"] += [10] * candidates
+            cols["text_len"] += rng.integers(5, 16, candidates).tolist()
             questions.append({"query_id": f"q{j}", "conversation_id": f"c{c}", "category": "x",
                               "evidence": [f"i{rows[gold]}"]})
             qid += 1

@@ -171,3 +171,27 @@ def test_permutation_importance_names_the_signals_gold_depends_on(rep_12):
     assert imp.loc["importance", "mean"] == 0.0     # constant: shuffling it changes nothing
     fig = importance_figure(imp, title="synthetic")
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()][-2:] == ["cosine", "lexical"]
+
+
+def test_permutation_importance_starts_from_the_benchmark_value(rep_12, tmp_path):
+    """Unshuffled, the held-out metric of the importance's own ranking equals per_query's (the
+    same as memlab bench); a column the scorer does not read (text_len: only the budget reads it)
+    has importance 0 even though shuffling it would change what the budget selects."""
+    from memlab.recall.learned import save_model
+    from memlab.tune.crossfit import _held_metric, learned_config, permutation_importance, restrict
+
+    pq = per_query(rep_12, CFG)
+    test = conversation_folds(pq["conversation_id"], 2, seed=0)[0].test
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    table = rep_12.features.columns
+    feats = ("cosine", "lexical")
+    model = HistGradientBoostingClassifier(max_iter=50, random_state=0).fit(
+        np.column_stack([np.asarray(table[c], float) for c in feats]), F.gold_mask(rep_12))
+    cfg = learned_config(CFG, save_model(model, tmp_path / "m.skops", features=feats)).replace(
+        **{"selection.char_budget": 20})       # text_len 5-15: the budget admits 1-4 memories
+    held = restrict(rep_12, test)
+    base = _held_metric(held, cfg, score(held.features.columns, cfg), test, "ndcg@10")
+    assert base == pytest.approx(per_query(held, cfg).reindex(test)["ndcg@10"].mean())
+    imp = permutation_importance(rep_12, cfg, test, ("text_len", "cosine"))
+    assert imp["text_len"] == 0.0 and imp["cosine"] > 0.05
