@@ -196,7 +196,7 @@ def store_rebuild(
 @app.command("fit")
 def fit_cmd(
     dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d",
-                                help="A registered name (memlab datasets list) or a canonical folder."),
+                                help="A registered name or a canonical folder."),
     path: Optional[str] = typer.Option(None, "--path", help="Where the named dataset's files are."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
                                                "key=value (e.g. 'categories=[1,2,3,4]')."),

@@ -31,8 +31,9 @@ both, and it fits the within-question order the ranking uses without a per-quest
 
 **Back to weights.** Ranking is invariant to a positive scale, so the coefficients are scaled so
 that the six main fusion weights (relevance .. emotion) sum to the preset's sum (1.24 by
-default; those not learned keep their value and count in it), then scaled down further if any weight would leave its field's range
-(:func:`memlab.config.describe_field`): nothing is clipped above, the whole vector shrinks. A
+default; those not learned keep their value and count in it), then scaled down further if any
+weight would leave its field's range (:func:`memlab.config.describe_field`): nothing is
+clipped above, the whole vector shrinks (a last clamp only absorbs float rounding). A
 coefficient below its field's lower bound (a term that ranks gold *lower*: below 0 for every
 weight but the cognitive ones) is held at the bound and the model refitted without it (an active
 set: the constrained fit, not a clipped one); each is reported in ``LinearFit.notes``. A term with
@@ -156,7 +157,8 @@ def gold_mask(rep: Replayed) -> np.ndarray:
 
 
 def question_keys(rep: Replayed) -> np.ndarray:
-    """``conversation::query`` of every qid (the index of :func:`memlab.tune.evaluate.per_query`)."""
+    """``conversation::query`` of every qid (the index of
+    :func:`memlab.tune.evaluate.per_query`)."""
     q = rep.questions
     return np.asarray([f"{c}::{i}" for c, i in zip(q["conversation_id"], q["query_id"])],
                       dtype=object)
@@ -375,7 +377,8 @@ def fit_hgb(rep: Replayed, cfg: MemlabConfig, *, train: pd.Index | None = None, 
             **params: Any):
     """A ``HistGradientBoostingClassifier`` of P(gold) over every raw signal
     (:data:`memlab.recall.learned.FEATURES`; a column unknown (NaN) on every training row, such
-    as ``tree_distance`` outside dialogue trees, is left out), trained on the rows of ``train`` questions that pass
+    as ``tree_distance`` outside dialogue trees, is left out), trained on the rows of ``train``
+    questions that pass
     the relevance floor (the learned scorer's gate). Returns (model, features, counts)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 

@@ -94,12 +94,14 @@ def test_an_incompatible_file_is_refused(model, tmp_path):
            "sklearn": sklearn.__version__}
     _refused(_raw(tmp_path, "fmt.skops", {"model": model, "manifest": {**man, "format": 99}}),
              "format 99")
-    _refused(_raw(tmp_path, "old.skops", {"model": model, "manifest": {**man, "sklearn": "0.24.2"}}),
+    _refused(_raw(tmp_path, "old.skops", {"model": model,
+                                          "manifest": {**man, "sklearn": "0.24.2"}}),
              "scikit-learn 0.24.2")
     _refused(_raw(tmp_path, "col.skops", {"model": model,
                                           "manifest": {**man, "features": ["cosine", "magic"]}}),
              "not raw-signal columns")
-    _refused(_raw(tmp_path, "n.skops", {"model": model, "manifest": {**man, "features": ["cosine"]}}),
+    _refused(_raw(tmp_path, "n.skops", {"model": model,
+                                        "manifest": {**man, "features": ["cosine"]}}),
              "does not read the manifest's 1 columns")
     _refused(_raw(tmp_path, "bare.skops", {"model": model}), "no model and manifest")
     _refused(_raw(tmp_path, "odd.skops", {"model": model, "manifest": man,

@@ -29,8 +29,8 @@ def _dataset(tmp_path):
     for c in range(3):
         for i in range(24):
             w = rng.choice(WORDS, 3, replace=False)
-            items.append(Item(f"u{c}", f"i{i}", "s1", "Ann", f"I talked about {w[0]} {w[1]} and {w[2]}",
-                              T0 + timedelta(days=i)))
+            items.append(Item(f"u{c}", f"i{i}", "s1", "Ann",
+                              f"I talked about {w[0]} {w[1]} and {w[2]}", T0 + timedelta(days=i)))
         for j in range(8):
             gold = items[c * 24 + int(rng.integers(24))]
             words = gold.text.split()[3:]
