@@ -379,7 +379,13 @@ def fit_hgb(rep: Replayed, cfg: MemlabConfig, *, train: pd.Index | None = None, 
     (:data:`memlab.recall.learned.FEATURES`; a column unknown (NaN) on every training row, such
     as ``tree_distance`` outside dialogue trees, is left out), trained on the rows of ``train``
     questions that pass
-    the relevance floor (the learned scorer's gate). Returns (model, features, counts)."""
+    the relevance floor (the learned scorer's gate). Returns (model, features, counts).
+
+    Classes balanced: gold is rare (under 0.3% of LoCoMo 1-4's ungated rows) and, unweighted, early
+    stopping on the validation loss stops after 10 trees; measured on one LoCoMo 1-4 fold without
+    gates, held-out nDCG@10 0.353 unweighted, 0.496 balanced (cosine 0.406), 0.280 unweighted
+    without early stopping (300 trees, overfitted). ``params`` override these.
+    """
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     from memlab.recall.learned import FEATURES
@@ -397,7 +403,7 @@ def fit_hgb(rep: Replayed, cfg: MemlabConfig, *, train: pd.Index | None = None, 
     cols = {c: column(table, c, np.float64)[keep] for c in FEATURES}
     feats = tuple(c for c, v in cols.items() if not np.isnan(v).all())   # all unknown: no signal
     X = np.column_stack([cols[c] for c in feats])
-    opts = {"max_iter": 300, "learning_rate": 0.1, "early_stopping": True, "random_state": seed,
-            **params}
+    opts = {"max_iter": 300, "learning_rate": 0.1, "early_stopping": True,
+            "class_weight": "balanced", "random_state": seed, **params}
     model = HistGradientBoostingClassifier(**opts).fit(X, y.astype(int))
     return model, feats, {"rows": int(keep.sum()), "gold_rows": int(y.sum())}
