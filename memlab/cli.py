@@ -1,4 +1,4 @@
-"""``memlab ...``: config, add, recall, store (check, rebuild), datasets, bench, sweep."""
+"""``memlab ...``: config, add, recall, store (check, rebuild), datasets, bench, sweep, fit."""
 
 from __future__ import annotations
 
@@ -191,6 +191,122 @@ def store_rebuild(
         _fail(exc)
     typer.echo(json.dumps(asdict(report), ensure_ascii=False, indent=1) if as_json
                else "\n".join(report.lines()))
+
+
+@app.command("fit")
+def fit_cmd(
+    dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d",
+                                help="A registered name or a canonical folder."),
+    path: Optional[str] = typer.Option(None, "--path", help="Where the named dataset's files are."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
+                                               "key=value (e.g. 'categories=[1,2,3,4]')."),
+    preset: str = typer.Option("reverie", "--preset", help="The preset (or YAML) whose weights "
+                               "are learned; its scorer must be reverie."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value config overrides."),
+    model: str = typer.Option("linear", "--model", help="linear: reverie's weights, written as "
+                              "a config YAML; hgb: a gradient-boosting model over every raw "
+                              "signal, written as a skops file for fusion.scorer 'learned'."),
+    method: str = typer.Option("pairwise", "--method", help="pairwise | pointwise logistic "
+                               "regression (linear model)."),
+    folds: Optional[int] = typer.Option(None, "--folds", help="K folds by conversation: "
+                                        "held-out metric of defaults, linear and hgb, and the "
+                                        "permutation importance of hgb."),
+    metric: str = typer.Option("ndcg@10", "--metric", help="Metric of the fold table and the "
+                               "permutation importance."),
+    repeats: int = typer.Option(1, "--repeats", help="Shuffles per column (importance)."),
+    no_importance: bool = typer.Option(False, "--no-importance", help="Skip the permutation "
+                                       "importance (--folds)."),
+    seed: int = typer.Option(0, "--seed", help="Folds, pair sampling and the model."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the model fitted on every "
+                                       "question: a config YAML (linear) or a skops file (hgb)."),
+    figure: Optional[Path] = typer.Option(None, "--figure", help="Permutation importance bar "
+                                          "chart (PNG; --folds)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Folder of the embedding "
+                                             "and feature caches (bench.cache_dir)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the results as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Learn the fused score's weights from a dataset's cached raw signals (scikit-learn)."""
+    import pandas as pd
+
+    from memlab.bench.cli import _dataset_options
+    from memlab.bench.datasets import registry
+    from memlab.bench.run import replay_cached, resolve_preset
+    from memlab.embed import make_embedder
+    from memlab.recall.learned import save_model
+    from memlab.tune import fit as F
+    from memlab.tune.crossfit import crossfit, importance_figure
+    from memlab.tune.evaluate import per_query
+
+    report: dict = {"dataset": dataset, "preset": preset, "model": model, "method": method}
+    try:
+        if model not in ("linear", "hgb"):
+            raise MemlabError(f"--model: must be linear or hgb (got {model!r})")
+        overrides = parse_assignments(set_)
+        if cache_dir is not None:
+            overrides["bench.cache_dir"] = str(cache_dir)
+        cfg = load_config(resolve_preset(preset)[1], overrides=overrides)
+        ds = registry.load(dataset, path=path, **_dataset_options(option))
+        embedder = make_embedder(cfg) if cfg.recall.use_dense else None
+        rep = replay_cached(ds, cfg, embedder=embedder, progress=not quiet)
+        report["questions"] = int(len(rep.questions))
+        header = (f"memlab fit --dataset {dataset} --preset {preset} --model {model} --method "
+                  f"{method} --seed {seed}\nlearned on {ds.card.name} {ds.card.version} "
+                  f"({ds.content_hash()[:12]}), every question")
+        if model == "linear":
+            lin = F.fit_linear(F.build_design(rep, cfg), cfg, method=method, seed=seed)
+            pd.set_option("display.width", 160)
+            typer.echo(lin.table(cfg).to_string(float_format=lambda v: f"{v:.4f}"))
+            for feat, note in lin.notes.items():
+                typer.echo(f"  {feat}: {note}")
+            ins = {n: float(per_query(rep, c)[metric].mean())
+                   for n, c in (("defaults", cfg), ("linear", lin.config))}
+            typer.echo(f"in-sample {metric} (fitted on these questions): " +
+                       ", ".join(f"{k} {v:.4f}" for k, v in ins.items()))
+            report.update(weights=lin.weights, notes=lin.notes, counts=lin.counts,
+                          in_sample=ins, scale=lin.scale)
+            if out is not None:
+                F.write_yaml(lin, out, header=header)
+        else:
+            hgb, feats, counts = F.fit_hgb(rep, cfg, seed=seed)
+            report["counts"] = counts
+            if out is not None:
+                save_model(hgb, out, features=feats, trained=counts,
+                           dataset={"name": ds.card.name, "version": ds.card.version,
+                                    "content_hash": ds.content_hash()})
+        if out is not None:
+            report["out"] = str(out)
+            typer.echo(f"wrote {out}")
+        if folds is not None:
+            cv = crossfit(rep, cfg, k=folds, seed=seed, method=method, metric=metric,
+                          importance=not no_importance, repeats=repeats)
+            summ = cv.summary()
+            typer.echo(f"\n{folds}-fold held-out {metric} (folds by conversation)")
+            typer.echo(summ.to_string(float_format=lambda v: f"{v:.4f}"))
+            report["folds"] = {"k": folds, "metric": metric,
+                               "scores": {m: [round(float(v), 6) for v in row]
+                                          for m, row in cv.scores.iterrows()},
+                               "summary": summ.round(6).to_dict(orient="index"),
+                               "weights": cv.weights.round(6).to_dict(),
+                               "counts": cv.counts}
+            imp = cv.importance_summary()
+            if imp is not None:
+                typer.echo(f"\npermutation importance of hgb (drop of held-out {metric})")
+                typer.echo(imp.head(12).to_string(float_format=lambda v: f"{v:.4f}"))
+                report["folds"]["importance"] = imp.round(6).to_dict(orient="index")
+                if figure is not None:
+                    from memlab.bench.plots import save
+
+                    save(importance_figure(imp, title=f"{ds.card.name}: hgb, held-out {metric}"),
+                         figure)
+                    typer.echo(f"wrote {figure}")
+    except MemlabError as exc:
+        _fail(exc)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=str),
+                            encoding="utf-8")
+        typer.echo(f"wrote {json_out}")
 
 
 def _mount() -> None:

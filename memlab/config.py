@@ -193,8 +193,13 @@ class RecallConfig(_Section):
 
 
 class FusionConfig(_Section):
-    scorer: Literal["reverie", "cosine", "bm25", "generative_agents", "rrf", "dialog_tree"] = _f(
-        "reverie", "Scoring design (a registry name in memlab.recall.score).")
+    scorer: Literal["reverie", "cosine", "bm25", "generative_agents", "rrf", "dialog_tree",
+                    "learned"] = _f(
+        "reverie", "Scoring design (a registry name in memlab.recall.score; 'learned': the model "
+        "file of fusion.learned_model).")
+    learned_model: str | None = _f(
+        None, "Model file (skops) of the 'learned' scorer, written by memlab fit --model hgb: a "
+        "non-linear model over the raw signals, an upper bound of what they can do. None: none.")
     relevance: float = _f(0.62, "Weight of cosine relevance.", ge=0.0, le=10.0, spec="reverie §8")
     lexical: float = _f(0.16, "Weight of lexical overlap.", ge=0.0, le=10.0, spec="reverie §8")
     importance: float = _f(0.08, "Weight of importance.", ge=0.0, le=10.0, spec="reverie §8")

@@ -13,6 +13,7 @@ Scorers live in a registry (:data:`SCORERS`, :func:`register`); ``fusion.scorer`
 ``rrf``                reciprocal rank fusion of the dense and lexical routes, 1/(rrf_k + rank).
 ``generative_agents``  Park et al. 2023: min-max normalised relevance + importance + recency.
 ``dialog_tree``        Familiars §5.4.2: a*cos + b*exp(-dt/recency_tau) + g*exp(-hops/tree_tau).
+``learned``            a saved model over the raw signals (recall/learned.py, fusion.learned_model).
 
 Every :class:`Scored` carries its ``components``: the raw signals behind the score and the additive
 terms (named ``*_term``, listed in ``Scored.additive``) whose sum *is* the score, so ``explain``
@@ -480,3 +481,7 @@ def dialog_tree(table: Table, cfg: MemlabConfig) -> Scored:
     raw.update(floor)
     return _build("dialog_tree", _sum(terms, len(cos)), np.ones(len(cos), dtype=bool), relevant,
                   raw, terms)
+
+
+# the scorers of other modules register themselves on import (after everything above exists)
+from memlab.recall import learned as _learned  # noqa: E402,F401

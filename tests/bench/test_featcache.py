@@ -151,8 +151,9 @@ def _module_imports(path, *, top_level_only=False):
 def test_code_outside_the_digest_is_not_reached_by_a_replay():
     """The modules left out of code_digest must be ones a replay never runs: the transitive
     imports of bench/replay.py (and the dataset loaders) reach none of them except the ones
-    that replay reaches only through api.recall (score/select/inject: unused by replay's
-    raw-signal path) -- listed here so that a new edge is a decision, not an accident."""
+    that replay reaches only through api.recall (score/select/inject and the learned scorer
+    that score.py registers: unused by replay's raw-signal path) -- listed here so that a new
+    edge is a decision, not an accident."""
     from pathlib import Path
 
     import memlab
@@ -173,5 +174,6 @@ def test_code_outside_the_digest_is_not_reached_by_a_replay():
     reached = {files[m].relative_to(root).as_posix() for m in seen}
     excluded = {r for r in reached if not FC._replay_code(r)}
     assert excluded <= {"recall/score.py", "recall/select.py", "recall/inject.py",
-                        "recall/result.py", "config.py"}, excluded
+                        "recall/result.py", "config.py",
+                        "recall/learned.py"}, excluded   # a scorer: score.py imports it
     assert FC._replay_code("recall/candidates.py") and not FC._replay_code("tune/sweep.py")

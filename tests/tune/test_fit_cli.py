@@ -1,0 +1,81 @@
+"""``memlab fit`` through typer's CliRunner on a small generated dataset (hashing embedder): the
+learned config YAML is what ``memlab bench --config`` reads, the hgb model file is what the
+``learned`` scorer reads, and --folds reports the three methods held out."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from memlab.bench.datasets.canonical import Card, Dataset, Item, Question, write_dataset
+from memlab.cli import app
+from memlab.config import load_config
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+WORDS = ["violin", "garden", "lisbon", "marathon", "coffee", "python", "piano", "tomato",
+         "bicycle", "kyoto", "sushi", "chess", "camera", "hiking", "novel", "jazz", "pottery",
+         "surfing", "yoga", "ramen"]
+HASHING = ["--set", "embedding.backend=hashing", "--set", "recall.floor_mode=absolute",
+           "--set", "recall.relevance_floor=0.0"]
+
+
+def _dataset(tmp_path):
+    rng = np.random.default_rng(0)
+    items, questions = [], []
+    for c in range(3):
+        for i in range(24):
+            w = rng.choice(WORDS, 3, replace=False)
+            items.append(Item(f"u{c}", f"i{i}", "s1", "Ann",
+                              f"I talked about {w[0]} {w[1]} and {w[2]}", T0 + timedelta(days=i)))
+        for j in range(8):
+            gold = items[c * 24 + int(rng.integers(24))]
+            words = gold.text.split()[3:]
+            questions.append(Question(f"u{c}", f"q{j}", f"what about {words[0]} and {words[-1]}",
+                                      T0 + timedelta(days=40), "x", (gold.item_id,)))
+    card = Card(name="fit-cli", version="1", language="en", license="CC0-1.0",
+                source="memlab tests", granularity="turn", description="generated")
+    return write_dataset(Dataset(card, items, questions), tmp_path / "fit-cli")
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+    return lambda *a: runner.invoke(app, [str(x) for x in a], catch_exceptions=False)
+
+
+def test_fit_writes_a_config_bench_reads_and_a_model_the_scorer_reads(cli, tmp_path):
+    folder = _dataset(tmp_path)
+    common = ["fit", "--dataset", folder, "--cache-dir", tmp_path / "cache", "-q", *HASHING]
+    res = cli(*common, "--out", tmp_path / "tuned.yaml", "--json", tmp_path / "fit.json")
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "fit.json").read_text(encoding="utf-8"))
+    cfg = load_config(tmp_path / "tuned.yaml")
+    assert cfg.fusion.relevance == pytest.approx(report["weights"]["fusion.relevance"])
+    assert cfg.embedding.backend == "hashing"        # the preset's full config, overrides kept
+    assert "in-sample ndcg@10" in res.output
+    res = cli("bench", "--dataset", folder, "--config", tmp_path / "tuned.yaml", "--no-track",
+              "-q", "--out-dir", tmp_path / "results", "--cache-dir", tmp_path / "cache")
+    assert res.exit_code == 0, res.output
+
+    res = cli(*common, "--model", "hgb", "--out", tmp_path / "m.skops", "--folds", "3",
+              "--json", tmp_path / "cv.json", "--figure", tmp_path / "imp.png")
+    assert res.exit_code == 0, res.output
+    cv = json.loads((tmp_path / "cv.json").read_text(encoding="utf-8"))["folds"]
+    assert set(cv["scores"]) == {"defaults", "linear", "hgb"}
+    assert all(len(v) == 3 for v in cv["scores"].values())
+    assert "cosine" in cv["importance"] and (tmp_path / "imp.png").stat().st_size > 0
+    res = cli("bench", "--dataset", folder, "--no-track", "-q", "--out-dir", tmp_path / "r2",
+              "--cache-dir", tmp_path / "cache", *HASHING, "--set", "fusion.scorer=learned",
+              "--set", f"fusion.learned_model={tmp_path / 'm.skops'}")
+    assert res.exit_code == 0, res.output
+
+
+def test_fit_refuses_a_preset_that_is_not_reverie(cli, tmp_path):
+    folder = _dataset(tmp_path)
+    res = CliRunner().invoke(app, ["fit", "--dataset", str(folder), "--preset", "cosine", "-q",
+                                   "--cache-dir", str(tmp_path / "c"), *HASHING])
+    assert res.exit_code == 2 and "fusion.scorer" in res.output and "reverie" in res.output
