@@ -55,9 +55,10 @@ def field_ranges() -> dict[str, dict[str, Any]]:
 
 
 def reverie_keys() -> tuple[str, ...]:
-    """The score-stage fields the reverie scorer and selection read (not ``fusion.scorer``)."""
+    """The score-stage fields the reverie scorer and selection read (not ``fusion.scorer``, nor
+    ``fusion.learned_model``, which only the learned scorer reads)."""
     return tuple(k for k, f in field_ranges().items()
-                 if f["stage"] == "score" and k != "fusion.scorer"
+                 if f["stage"] == "score" and k not in ("fusion.scorer", "fusion.learned_model")
                  and (k.startswith(_REVERIE_SECTIONS) or k in _RECALL_SCORE))
 
 

@@ -270,7 +270,9 @@ def test_long_lists_short_rankings_blocks(world, monkeypatch):
     monkeypatch.setattr(rescore, "_prefix", spy_prefix)
     monkeypatch.setattr(rescore, "_pick", spy_pick)
     monkeypatch.setattr(rescore, "_walk_vectorised", spy_walk)
-    for cfg in random_configs(base, N_CONFIGS, seed=SEED, keys=keys, ranges=RANGES):
+    # seed: draws that take every path past the prefix (the draws move when a score-stage field
+    # is added or retagged; the assertions below say when they no longer cover both)
+    for cfg in random_configs(base, N_CONFIGS, seed=SEED + 3, keys=keys, ranges=RANGES):
         rep = _replay(world, cfg)
         prep = Prepared(rep)                      # fresh: blocks of BLOCK_ROWS rows
         seen["blocks"] += len(prep.blocks) > 1

@@ -44,6 +44,7 @@ REVERIE_LEFT_OUT = {
     "forgetting.layer_scale_long_term": "multiplies the same rate as the half-life",
     "forgetting.layer_scale_short_term": "multiplies the same rate as the half-life",
     "selection.prompt_max_items": "the prompt block's rendering, not the ranking",
+    "fusion.learned_model": "the learned scorer's model file, not a reverie weight",
 }
 
 
