@@ -27,7 +27,7 @@ def sweep_cmd(
     preset: Optional[str] = typer.Option(None, "--preset", "-p", help="The preset to tune (name "
                                          "or YAML path; default: the space's preset)."),
     space: str = typer.Option(..., "--space", help="Search space: experiments/sweeps/NAME.yaml "
-                              "or a shipped name (reverie, generative_agents, hybrid_rrf)."),
+                              "or a shipped name (reverie, reverie_score, generative_agents, hybrid_rrf)."),
     sampler: str = typer.Option("auto", "--sampler", help="auto | grid | random | tpe | cmaes | "
                                 "nsga2 (auto: tpe, nsga2 for several objectives)."),
     trials: int = typer.Option(50, "--trials", "-n", help="Run until the study holds N finished "
