@@ -175,3 +175,20 @@ def test_reverie_score_space_is_reverie_without_its_candidate_keys():
     assert set(full.keys) - set(score_only.keys) == {k for k in full.keys
                                                      if describe_field(k)["stage"] != "score"}
     assert [c.keys for c in score_only.constraints] == [c.keys for c in full.constraints]
+
+
+def test_every_committed_preset_loads_and_tuned_presets_resolve_by_name():
+    """experiments/configs/**.yaml (tuned/<dataset>.yaml and reverie_tuned included) are valid
+    configs, runnable by name in memlab bench --compare."""
+    from pathlib import Path
+
+    from memlab.bench.run import resolve_preset
+    from memlab.config import load_config
+
+    root = Path(__file__).resolve().parents[2] / "experiments" / "configs"
+    names = [p.relative_to(root).with_suffix("").as_posix() for p in sorted(root.rglob("*.yaml"))]
+    assert "reverie_tuned" in names and any(n.startswith("tuned/") for n in names)
+    for name in names:
+        cfg = load_config(resolve_preset(name)[1])
+        if "tuned" in name:
+            assert cfg.fusion.scorer == "reverie" and cfg != load_config(resolve_preset("reverie")[1])
