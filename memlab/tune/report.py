@@ -94,6 +94,9 @@ class SweepResult:
     folds: dict[str, Any] | None = None
     test: dict[str, Any] | None = None
     paths: dict[str, str] = field(default_factory=dict)
+    #: trial label ("#12") -> objective column -> two-sided p of the paired test per question
+    #: against the preset's defaults (``memlab.bench.significance``; set by the sweep)
+    significance: dict[str, dict[str, float]] | None = None
 
     @classmethod
     def build(cls, study, *, spec, space: Space, objective: Objective, base: MemlabConfig,
@@ -126,10 +129,16 @@ class SweepResult:
         """The preset's defaults, then the ``n`` best trials: objective values and every key of
         the space (applied values)."""
         flat = self.base.to_flat()
-        rows = [{"trial": "default", **self.default, **{k: flat[k] for k in self.space.keys}}]
+        sig = self.significance or {}
+        pcols = [f"p({c})" for c in self.objective.columns] if sig else []
+        rows = [{"trial": "default", **self.default, **{p: float("nan") for p in pcols},
+                 **{k: flat[k] for k in self.space.keys}}]
         for _, r in self.top(n).iterrows():
-            rows.append({"trial": f"#{int(r['number'])}", **{c: r[c] for c in
-                         self.objective.columns}, **{k: r[k] for k in self.space.keys}})
+            label = f"#{int(r['number'])}"
+            rows.append({"trial": label, **{c: r[c] for c in self.objective.columns},
+                         **{f"p({c})": sig.get(label, {}).get(c, float("nan"))
+                            for c in self.objective.columns if sig},
+                         **{k: r[k] for k in self.space.keys}})
         return pd.DataFrame(rows).set_index("trial")
 
     def format(self, n: int = 5) -> str:
@@ -183,6 +192,8 @@ class SweepResult:
         if self.test is not None:
             out["test"] = {**self.test, "best": _round(self.test["best"]),
                            "default": _round(self.test["default"])}
+        if self.significance is not None:
+            out["significance"] = {t: _round(v) for t, v in self.significance.items()}
         if self.paths:
             out["paths"] = dict(self.paths)
         return out

@@ -195,6 +195,26 @@ def _bar(study, total, objective, progress, desc):
     return _Bar(study, total, objective, desc) if progress else None
 
 
+def _significance(result: SweepResult, evaluator: Evaluator, default_frame, n: int = 5
+                  ) -> dict[str, dict[str, float]] | None:
+    """Each of the ``n`` best trials against the preset's defaults, per question: the two-sided
+    p of the paired test (``bench.significance_*`` of the preset) for every objective column."""
+    from memlab.bench.significance import compare_with_config
+
+    top = result.top(n)
+    if top.empty:
+        return None
+    frames = {"default": default_frame}
+    by_number = {t.number: t for t in result.study.trials}
+    for number in top["number"].astype(int):
+        cfg = result.base.replace(**result.space.apply(by_number[number].params))
+        frames[f"#{number}"] = evaluator.frame(cfg)
+    cols = list(result.objective.columns)
+    sig = compare_with_config(frames, result.base, metrics=cols)
+    return {label: {c: float(sig.loc[(label, c), "p"]) for c in cols}
+            for label in frames if label != "default"}
+
+
 def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
           objective: str = "ndcg@10", trials: int = 50, sampler: str = "auto",
           level: str = "item", macro_categories: bool = False, folds: int | None = None,
@@ -268,6 +288,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     result = SweepResult.build(st, spec=spec, space=sp, objective=obj, base=base,
                                default=evaluator.reduce(default_frame), dataset=ds,
                                storage=store, folds=result_folds)
+    result.significance = _significance(result, evaluator, default_frame)
     if test_dataset is not None:
         ds_b = registry.load(test_dataset, path=test_path)
         ev_b = Evaluator(ds_b, obj, embedder=emb, level=level, macro=macro_categories,

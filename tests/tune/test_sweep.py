@@ -72,6 +72,12 @@ def test_grid_sweep_finds_the_better_config_and_its_yaml_runs_in_bench(run, tiny
     assert res.best_config.embedding.backend == "hashing"       # the preset's full config
     table = res.table()
     assert list(table.index[:2]) == ["default", f"#{res.best['number']}"]
+    # paired test per question against the defaults (exact: 4 questions, 2^4 sign flips): the
+    # best differs on one question only (p = 1); a budget of 10 loses three (p = 4/16)
+    p = table["p(ndcg@10)"]
+    assert np.isnan(p["default"]) and p[f"#{res.best['number']}"] == pytest.approx(1.0)
+    zero = res.trials.loc[res.trials["selection.char_budget"] == 10, "number"].astype(int)
+    assert [res.significance[f"#{n}"]["ndcg@10"] for n in zero] == pytest.approx([0.25, 0.25])
     paths = res.write(tmp_path / "out")
     out = CliRunner().invoke(app, ["bench", "-d", str(tiny_bench_folder), "--config",
                                    paths["best_config"], "--no-track", "-q", "--json",
