@@ -272,12 +272,10 @@ def print_tables(res: dict[str, Any], metric: str) -> None:
                          f"p {metric}": "-" if p is None else (f"{p:.3f}" if p >= 0.001
                                                                else "<0.001")})
         print(pd.DataFrame(rows).set_index("method").to_string(float_format=lambda x: f"{x:.3f}"))
-        if r.get("importance"):
-            imp = pd.DataFrame(r["importance"]).set_index(r["importance"][0] and "index"
-                                                          if "index" in r["importance"][0]
-                                                          else list(r["importance"][0])[0])
+        if r.get("importance"):   # records: the signal's name, mean, sd (best first)
+            name = next(k for k in r["importance"][0] if k not in ("mean", "sd"))
             print("hgb permutation importance (drop of held-out", metric + "):",
-                  ", ".join(f"{k} {v:.3f}" for k, v in imp["mean"].head(8).items()))
+                  ", ".join(f"{i[name]} {i['mean']:.3f}" for i in r["importance"][:8]))
     if res.get("transfer"):
         print(f"\ntransfer: tuned on {res['transfer_source']}, {metric}")
         rows = {label: {m: v["mean"][metric] for m, v in t.items()} |

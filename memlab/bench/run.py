@@ -56,7 +56,7 @@ def rank(rep: Replayed, cfg: MemlabConfig) -> dict[str, list[str]]:
     k = ranked_per_question(cfg)
     table = rep.features.columns            # arrays (memory-mapped from the feature cache)
     out: dict[str, list[str]] = {}
-    keys = [f"{c}::{q}" for c, q in zip(rep.questions["conversation_id"], rep.questions["query_id"])]
+    keys = question_keys(rep)
     convs = rep.questions["conversation_id"].tolist()
     if not n_rows(table):
         return {key: [] for key in keys}
@@ -67,6 +67,20 @@ def rank(rep: Replayed, cfg: MemlabConfig) -> dict[str, list[str]]:
         pos = picks[qid] if qid < len(picks) else np.zeros(0, int)
         out[key] = [f"{convs[qid]}::{rep.row_item[int(r)]}" for r in rows[pos]]
     return out
+
+
+def question_keys(rep: Replayed) -> list[str]:
+    """``conversation_id::query_id`` of every question, in qid order: the key of rankings,
+    qrels and per-query frames (query ids are only unique within a conversation)."""
+    q = rep.questions
+    return [f"{c}::{i}" for c, i in zip(q["conversation_id"], q["query_id"])]
+
+
+def item_sessions(ds: Dataset) -> dict[str, str]:
+    """``conversation::item`` -> ``conversation::session`` for every item of ``ds`` (gold items a
+    replay never retrieved included): what session-level metrics map through."""
+    return {f"{c}::{it.item_id}": f"{c}::{it.session_id}"
+            for c in ds.conversations() for it in ds.items_of(c)}
 
 
 def qrels_of(rep: Replayed) -> dict[str, list[str]]:
@@ -287,8 +301,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
             agg = M.aggregate(per_query, by=cats)
             sess_agg = None
             if _has_sessions(rep):
-                item_sess = {f"{c}::{it.item_id}": f"{c}::{it.session_id}"
-                             for c in ds.conversations() for it in ds.items_of(c)}
+                item_sess = item_sessions(ds)
                 sq = M.evaluate(M.to_sessions(rankings, item_sess), M.to_sessions(qrels, item_sess),
                                 ks=cfg.bench.ks)
                 sess_agg = M.aggregate(sq)

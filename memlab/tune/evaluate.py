@@ -23,9 +23,8 @@ import numpy as np
 import pandas as pd
 
 from memlab.bench import metrics as M
-from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.replay import Replayed
-from memlab.bench.run import qrels_of, rank
+from memlab.bench.run import item_sessions, qrels_of, question_keys, rank  # noqa: F401 (item_sessions: public here too)
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
 from memlab.tune.prepared import Prepared, prepared
@@ -120,19 +119,12 @@ def per_query_reference(rep: Replayed, cfg: MemlabConfig, *,
         ranked, qrels = M.to_sessions(ranked, item_sess), M.to_sessions(qrels, item_sess)
     out = M.evaluate(ranked, qrels, ks=cfg.bench.ks)
     q = rep.questions
-    keys = [f"{c}::{i}" for c, i in zip(q["conversation_id"], q["query_id"])]
+    keys = question_keys(rep)
     cats = pd.Series(q["category"].astype(str).to_numpy(), index=keys)
     convs = pd.Series(q["conversation_id"].astype(str).to_numpy(), index=keys)
     chars = _prompt_chars(rep, rankings, keys)
     return out.assign(category=cats.reindex(out.index), conversation_id=convs.reindex(out.index),
                       prompt_chars=chars.reindex(out.index))
-
-
-def item_sessions(ds: Dataset) -> dict[str, str]:
-    """``conversation::item`` -> ``conversation::session`` for every item of ``ds`` (gold items a
-    replay never retrieved included): what ``level="session"`` needs."""
-    return {f"{c}::{it.item_id}": f"{c}::{it.session_id}"
-            for c in ds.conversations() for it in ds.items_of(c)}
 
 
 def _prompt_chars(rep: Replayed, rankings: dict[str, list[str]], keys: list[str]) -> pd.Series:

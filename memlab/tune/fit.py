@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from memlab.bench.replay import Replayed
+from memlab.bench.run import question_keys as run_question_keys
 from memlab.config import MemlabConfig, describe_field
 from memlab.errors import ConfigError, InvalidInput
 from memlab.recall.features import column
@@ -159,9 +160,7 @@ def gold_mask(rep: Replayed) -> np.ndarray:
 def question_keys(rep: Replayed) -> np.ndarray:
     """``conversation::query`` of every qid (the index of
     :func:`memlab.tune.evaluate.per_query`)."""
-    q = rep.questions
-    return np.asarray([f"{c}::{i}" for c, i in zip(q["conversation_id"], q["query_id"])],
-                      dtype=object)
+    return np.asarray(run_question_keys(rep), dtype=object)
 
 
 @dataclass

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from memlab.bench.replay import Replayed
+from memlab.bench.run import question_keys
 from memlab.recall.features import COLUMNS, COGNITIVE_CODES, LAYER_CODES, column, n_rows
 from memlab.recall.score import INTENT_FIRST, REVERIE_MEMORY_COLUMNS, floor_z
 
@@ -108,7 +109,7 @@ class Prepared:
         self.n = n_rows(cols)
         q = rep.questions
         self.n_q = len(q)
-        self.keys = [f"{c}::{i}" for c, i in zip(q["conversation_id"], q["query_id"])]
+        self.keys = question_keys(rep)
         self.convs = q["conversation_id"].tolist()
         self.evidence = [tuple(e) for e in q["evidence"]] if self.n_q else []
         self.answerable = np.array([len(e) > 0 for e in self.evidence], dtype=bool)
