@@ -28,7 +28,9 @@
 # study. Each command's budget is N minus the trials finished when it starts, so two started
 # together on an empty study run N each (2N in all): trials/s compares equal work per worker.
 # The 1-minute load average (/proc/loadavg) is printed at each phase's start and end: on a
-# shared machine the figures mean little without it.
+# shared machine the wall-clock figures mean little without it. The CPU seconds per trial (user +
+# system of the sweep processes, from bash's `times`; PostgreSQL's own server not counted) do not
+# depend on the load.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -106,27 +108,33 @@ EOF
 echo "warming the caches (replay, embeddings): one trial" >&2
 sweep --study warm --trials 1 >/dev/null
 load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo nan; }
+# CPU seconds (user + system) of this shell's finished children: `times` must run in this shell
+# (a subshell starts from zero), so it writes a file that cpu_read then parses.
+cpu_now() { times >"$TMP/times"; }
+cpu_read() { tail -n 1 "$TMP/times" | tr 'ms' '  ' | awk '{print $1 * 60 + $2 + $3 * 60 + $4}'; }
+cpu_now; c0=$(cpu_read)
 l0=$(load); t0=$(date +%s.%N)
 sweep --study one --trials "$TRIALS" >"$TMP/one.txt"
-l1=$(load); t1=$(date +%s.%N)
+l1=$(load); t1=$(date +%s.%N); cpu_now; c1=$(cpu_read)
 sweep --study two --trials "$TRIALS" --seed 0 >"$TMP/two-a.txt" & a=$!
 sweep --study two --trials "$TRIALS" --seed 1 >"$TMP/two-b.txt" & b=$!
 wait "$a" "$b"
-l2=$(load); t2=$(date +%s.%N)
+l2=$(load); t2=$(date +%s.%N); cpu_now; c2=$(cpu_read)
 n1=$(count one)
 n2=$(count two)
-"$PY" - "$n1" "$t0" "$t1" "$n2" "$t2" "$DATASET" "$SPACE" "$l0" "$l1" "$l2" <<'EOF'
+"$PY" - "$n1" "$t0" "$t1" "$n2" "$t2" "$DATASET" "$SPACE" "$l0" "$l1" "$l2" "$c0" "$c1" "$c2" <<'EOF'
 import json, os, sys
 n1, t0, t1, n2, t2 = int(sys.argv[1]), *map(float, sys.argv[2:4]), int(sys.argv[4]), float(sys.argv[5])
-l0, l1, l2 = map(float, sys.argv[8:11])
-rows = {"one worker": (n1, t1 - t0, l0, l1), "two workers": (n2, t2 - t1, l1, l2)}
+l0, l1, l2, c0, c1, c2 = map(float, sys.argv[8:14])
+rows = {"one worker": (n1, t1 - t0, l0, l1, c1 - c0), "two workers": (n2, t2 - t1, l1, l2, c2 - c1)}
 print(f"{sys.argv[6]}, space {sys.argv[7]}, PostgreSQL storage, {os.cpu_count()} CPUs "
       "(wall time includes each command's start-up)")
-print(f"{'':<12} {'trials':>7} {'seconds':>8} {'trials/s':>9} {'load start-end':>15}")
-for k, (n, s, a, b) in rows.items():
-    print(f"{k:<12} {n:>7} {s:>8.1f} {n / s:>9.2f} {a:>7.2f}-{b:<7.2f}")
+print(f"{'':<12} {'trials':>7} {'seconds':>8} {'trials/s':>9} {'CPU s/trial':>12} {'load start-end':>15}")
+for k, (n, s, a, b, c) in rows.items():
+    print(f"{k:<12} {n:>7} {s:>8.1f} {n / s:>9.2f} {c / n:>12.3f} {a:>7.2f}-{b:<7.2f}")
 print(json.dumps({k: {"trials": n, "seconds": round(s, 2), "trials_per_s": round(n / s, 3),
-                      "load_1min": [a, b]} for k, (n, s, a, b) in rows.items()}))
+                      "cpu_s_per_trial": round(c / n, 4), "load_1min": [a, b]}
+                  for k, (n, s, a, b, c) in rows.items()}))
 EOF
 # Study "two": which worker ran each trial (memlab.worker), and whether any configuration ran twice.
 "$PY" - "$URL" <<'EOF'
