@@ -145,8 +145,14 @@ def open_study(storage, name: str, objective: Objective, settings: dict[str, Any
     """Create or load study ``name``; a loaded study must have been made with the same
     ``settings`` (dataset, preset, space, objective, ...): ConfigError naming the difference."""
     optuna = _optuna()
-    study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
-                                directions=list(objective.directions), load_if_exists=True)
+    try:   # not load_if_exists: who created the study must be known (see enqueue_default)
+        study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
+                                    directions=list(objective.directions))
+        created = True
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(storage=storage, study_name=name, sampler=sampler)
+        created = False
+    study.memlab_created = created
     if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE if d == "maximize"
                                   else optuna.study.StudyDirection.MINIMIZE
                                   for d in objective.directions]:
@@ -183,10 +189,15 @@ def default_params(space: Space, base: MemlabConfig) -> dict[str, Any] | None:
     return out
 
 
-def enqueue_default(study, space: Space, base: MemlabConfig) -> bool:
+def enqueue_default(study, space: Space, base: MemlabConfig, *, created: bool = True) -> bool:
     """A new study's first trial is the preset's own configuration (when the space holds it):
-    the best trial is then never worse than the preset. True when enqueued."""
-    if study.trials:
+    the best trial is then never worse than the preset. True when enqueued.
+
+    ``created``: whether this process created the study (``open_study`` sets
+    ``study.memlab_created``). Only the creator enqueues: two commands started together on a new
+    study both see it empty, and Optuna's ``skip_if_exists`` is not atomic across processes, so
+    both would queue (and run) the default."""
+    if not created or study.trials:
         return False
     params = default_params(space, base)
     if params is None:

@@ -102,10 +102,12 @@ def _loop(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str,
     qs = "all" if questions is None else hashlib.sha256(
         "\n".join(sorted(questions)).encode()).hexdigest()[:12]
     settings = {**spec.settings(ds), "questions": qs}
-    existing = len(open_study(storage, name, objective, settings).trials)
+    first = open_study(storage, name, objective, settings)
     sampler = make_sampler(spec.sampler, objective=objective, space=spec.space,
-                           seed=sampler_seed(spec.seed, worker, existing), parallel=parallel)
+                           seed=sampler_seed(spec.seed, worker, len(first.trials)),
+                           parallel=parallel)
     study = open_study(storage, name, objective, settings, sampler=sampler)
+    study.memlab_created = first.memlab_created
     return TrialLoop(study, spec.base_config(), spec.space, evaluator, questions)
 
 
@@ -128,7 +130,7 @@ def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, tr
     loop = _loop(spec, ds, evaluator, name, questions, 0, n_jobs > 1)
     fail_orphans(loop.study)
     if spec.start_from_default and spec.sampler != "grid":
-        enqueue_default(loop.study, spec.space, loop.base)
+        enqueue_default(loop.study, spec.space, loop.base, created=loop.study.memlab_created)
     todo = trials
     if spec.sampler == "grid":
         size = int(np.prod([len(v) for v in spec.space.grid().values()]))

@@ -141,3 +141,24 @@ def test_a_torn_last_journal_record_is_dropped_before_appending(tmp_path, caplog
     study.tell(study.ask(), 0.7)                  # appends cleanly after the repair
     again = load(journal, "t")
     assert [t.values for t in again.trials] == [[0.5], [0.7]]
+
+
+def test_only_the_command_that_created_a_study_enqueues_the_default(tmp_path):
+    """Two commands started together on a new study both find it empty; Optuna's
+    skip_if_exists is not atomic across processes, so both queued the preset's default (seen with
+    two workers on PostgreSQL). Only the creator enqueues now."""
+    from memlab.config import MemlabConfig
+    from memlab.tune.objective import Objective
+    from memlab.tune.study import enqueue_default, open_study
+
+    import yaml
+
+    space = Space.from_dict(yaml.safe_load(SPACE.split("  selection.")[0]))   # holds the defaults
+    journal = tmp_path / "d.journal"
+    a = open_study(open_storage(journal), "d", Objective.parse("mrr"), {})
+    b = open_study(open_storage(journal), "d", Objective.parse("mrr"), {})   # before a enqueues
+    assert (a.memlab_created, b.memlab_created) == (True, False)
+    base = MemlabConfig()
+    assert enqueue_default(b, space, base, created=b.memlab_created) is False
+    assert enqueue_default(a, space, base, created=a.memlab_created) is True
+    assert len(load(journal, "d").trials) == 1
