@@ -406,6 +406,20 @@ class MemoryStore:
         now = to_unix((clock or self.clock).now())
         return self._store.repo.reinforce_ids(ids, now=now, agent_id=agent_id, user_id=user_id)
 
+    # -- fold jobs (memlab.jobs) -------------------------------------------------------------
+    def worker(self, **kwargs: Any):
+        """A :class:`memlab.jobs.Worker` over this store, its clock and embedder."""
+        from memlab.jobs import Worker
+
+        return Worker(self._store, clock=kwargs.pop("clock", self.clock),
+                      embedder=kwargs.pop("embedder", self._embedder), **kwargs)
+
+    def enqueue_job(self, kind: str, payload: Mapping[str, Any] | None = None, **kwargs: Any):
+        """Queue a fold job at the store's clock (:func:`memlab.jobs.enqueue`)."""
+        from memlab.jobs import enqueue
+
+        return enqueue(self._store, kind, payload, now=to_unix(self.clock.now()), **kwargs)
+
     def get(self, ids: Sequence[str], *, agent_id: str | None = None,
             user_id: str | None = None) -> list[MemoryRecord]:
         """Memories by id, in order, of the agent and user (None: the default); an unknown id
