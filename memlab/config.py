@@ -503,7 +503,7 @@ class JobsConfig(_Section):
         "Rules of event atoms (something that happened).", stage="runtime",
         spec="reverie §11.4")
     atom_lesson: tuple[str, ...] = _f(
-        _zh_en("教训|学到|学会了|明白了|以后要|以后不|下次要|下次别|下次不|记住|吸取|早知道|不该",
+        _zh_en("教训|学到|学会了|明白了|以后记得|以后别|下次要|下次别|下次不|记住|吸取|早知道|不该",
                r"learned|learnt|lessons?|next time|from now on|should(?:n'?t)? have|"
                r"note to self|remember to|realized|realised"),
         "Rules of lesson atoms (what was learned for next time).", stage="runtime",
