@@ -193,3 +193,20 @@ def test_run_respects_max_jobs_and_status_counts(store):
 def test_builtin_kinds_are_registered():
     assert {"extract_atoms", "evidence_check", "cleanup_usage", "reembed",
             "consolidate"} <= set(kinds())
+
+
+def test_a_handler_extends_its_lease_through_the_context(store):
+    clock = FixedClock(T0)
+    seen = []
+
+    def handler(ctx):
+        clock.advance(250)
+        ctx.heartbeat()                 # lease now until T0 + 550
+        clock.advance(250)              # T0 + 500: past the first lease, inside the new one
+        seen.append(queue.lease(store.conn, now=clock.now(), owner="other", lease_seconds=LEASE))
+        return Outcome({"ok": True})
+
+    register(JobKind("test_long", handler, "test: heartbeats"), replace=True)
+    enqueue(store, "test_long", now=T0)
+    [job] = Worker(store, clock=clock).run().done
+    assert seen == [None] and job.attempts == 1 and job.result == {"ok": True}
