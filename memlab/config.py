@@ -524,6 +524,58 @@ class JobsConfig(_Section):
         return v
 
 
+class CompressionConfig(_Section):
+    """Conversation compression (reverie §11.5, :mod:`memlab.jobs.compress`): old chat turns are
+    summarised chunk by chunk, stored as memories of their own kind, and recalled by an importance
+    filter, similarity and recency. The spec gives no numbers: every value is memlab's choice."""
+
+    keep_recent_turns: int = _f(20, "The newest turns are kept verbatim, never compressed. "
+                                "memlab's choice: a chat prompt's usual window.", ge=0,
+                                le=100_000, stage="runtime", spec="reverie §11.5")
+    chunk_turns: int = _f(8, "Turns per compressed chunk (only full chunks are compressed). "
+                          "memlab's choice: about four exchanges.", ge=1, le=10_000,
+                          stage="runtime", spec="reverie §11.5")
+    summary_sentences: int = _f(3, "Sentences the extractive summariser keeps per chunk. "
+                                "memlab's choice.", ge=1, le=1000, stage="runtime",
+                                spec="reverie §11.5")
+    summary_max_chars: int = _f(400, "A summary is cut to this many characters. memlab's "
+                                "choice: a paragraph.", ge=20, le=100_000, stage="runtime",
+                                spec="reverie §11.5")
+    min_importance: float = _f(0.3, "Summaries less important than this are not recalled (the "
+                               "importance filter). memlab's choice.", ge=0.0, le=1.0,
+                               stage="runtime", spec="reverie §11.5")
+    similarity_weight: float = _f(0.7, "Weight of the query-summary cosine in the summary score. "
+                                  "memlab's choice.", ge=0.0, le=100.0, stage="runtime",
+                                  spec="reverie §11.5")
+    recency_weight: float = _f(0.3, "Weight of recency (0.5 ** (age / half-life)) in the summary "
+                               "score. memlab's choice.", ge=0.0, le=100.0, stage="runtime",
+                               spec="reverie §11.5")
+    recency_half_life_days: float = _f(7.0, "Age at which a summary's recency is 1/2. memlab's "
+                                       "choice: a week.", gt=0.0, le=1e6, stage="runtime",
+                                       spec="reverie §11.5")
+    k: int = _f(3, "Summaries recalled at most. memlab's choice.", ge=1, le=1000,
+                stage="runtime", spec="reverie §11.5")
+    prompt: str = _f(
+        "Summarise this conversation in at most {max_chars} characters, in the language it is "
+        "written in (用对话本身的语言). Keep names, dates, promises, preferences and feelings; "
+        "answer with the summary only.\n\n{conversation}",
+        "Prompt of the LLM summariser ({conversation}: the chunk as 'speaker: text' lines; "
+        "{max_chars}: summary_max_chars). memlab's choice.", stage="runtime",
+        spec="reverie §11.5")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_has_conversation(cls, v: str) -> str:
+        if "{conversation}" not in v:
+            raise ValueError("must contain {conversation} (where the chunk goes)")
+        try:
+            v.format(conversation="", max_chars=0)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"only {{conversation}} and {{max_chars}} may be placeholders "
+                             f"(literal braces doubled): {exc!r}") from None
+        return v
+
+
 def _compile(pattern: str) -> None:
     """Raise ValueError (named by pydantic as the field's rule) if ``pattern`` is not a regex or
     matches the empty string (a rule that matches everything)."""
@@ -656,6 +708,7 @@ class MemlabConfig(_Section):
     writer: WriterConfig = WriterConfig()
     consolidation: ConsolidationConfig = ConsolidationConfig()
     jobs: JobsConfig = JobsConfig()
+    compression: CompressionConfig = CompressionConfig()
     ttl: TTLConfig = TTLConfig()
     vram: VRAMConfig = VRAMConfig()
     fuzzy: FuzzyConfig = FuzzyConfig()
