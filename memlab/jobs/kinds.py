@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlab.config import MemlabConfig
-from memlab.errors import JobError
-from memlab.inputs import check_tenant
+from memlab.errors import InvalidInput, JobError
+from memlab.inputs import check_id
 from memlab.store import Connection, Store
 
 from . import queue
@@ -106,8 +106,7 @@ def enqueue(store: Store, kind: str, payload: Mapping[str, Any] | None = None, *
         raise JobError(f"job {kind!r}: give both agent_id and user_id, or neither (got "
                        f"agent_id={agent_id!r}, user_id={user_id!r})")
     if agent_id is not None:
-        agent_id, user_id = check_tenant(agent_id, user_id, default_agent_id=agent_id,
-                                         default_user_id=user_id)
+        agent_id, user_id = check_id(agent_id, "agent_id"), check_id(user_id, "user_id")
         payload.update(agent_id=agent_id, user_id=user_id)
     spec.check_payload(payload)
     attempts = store.config.jobs.max_attempts if max_attempts is None else max_attempts
@@ -124,11 +123,12 @@ def owner_of(payload: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def check_owner_payload(payload: Mapping[str, Any], *, allowed: tuple[str, ...] = ()) -> None:
     """A payload of ``agent_id``/``user_id`` (both or neither) and the ``allowed`` keys only."""
-    from memlab.errors import InvalidInput
-
     unknown = sorted(set(payload) - {"agent_id", "user_id", *allowed})
     if unknown:
         raise InvalidInput(f"payload.{unknown[0]}", "unknown key; allowed: "
                            f"{', '.join(['agent_id', 'user_id', *allowed])}", payload[unknown[0]])
     if ("agent_id" in payload) != ("user_id" in payload):
         raise InvalidInput("payload", "give both agent_id and user_id, or neither", dict(payload))
+    for name in ("agent_id", "user_id"):
+        if name in payload:
+            check_id(payload[name], f"payload.{name}")

@@ -210,3 +210,11 @@ def test_a_handler_extends_its_lease_through_the_context(store):
     enqueue(store, "test_long", now=T0)
     [job] = Worker(store, clock=clock).run().done
     assert seen == [None] and job.attempts == 1 and job.result == {"ok": True}
+
+
+def test_owner_ids_in_a_payload_are_checked(store):
+    with pytest.raises(InvalidInput, match="payload.user_id"):
+        enqueue(store, "evidence_check", {"agent_id": "a", "user_id": 3}, now=T0)
+    job = enqueue(store, "evidence_check", now=T0, agent_id="a", user_id="u")
+    assert (job.agent_id, job.user_id, dict(job.payload)) == ("a", "u", {"agent_id": "a",
+                                                                         "user_id": "u"})
