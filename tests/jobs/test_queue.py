@@ -218,3 +218,20 @@ def test_owner_ids_in_a_payload_are_checked(store):
     job = enqueue(store, "evidence_check", now=T0, agent_id="a", user_id="u")
     assert (job.agent_id, job.user_id, dict(job.payload)) == ("a", "u", {"agent_id": "a",
                                                                          "user_id": "u"})
+
+
+def test_a_version_3_store_with_queued_jobs_migrates_and_its_jobs_run(tmp_path):
+    """Migration 6 adds columns to memory_jobs: a job queued before it keeps its row and runs."""
+    from memlab.store import connect, migrate
+    from memlab.store.migrations import MIGRATIONS
+
+    path = tmp_path / "v3.sqlite"
+    conn = connect(path, busy_timeout_ms=1000)
+    migrate(conn, migrations=MIGRATIONS[:3])
+    conn.execute("INSERT INTO memory_jobs (kind, payload, state, attempts, created_at, updated_at) "
+                 "VALUES ('cleanup_usage', '{}', 'queued', 0, ?, ?)", (T0, T0))
+    conn.close()
+    with Store.open(path) as st:
+        [job] = Worker(st, clock=FixedClock(T0)).run().done
+        assert (job.kind, job.max_attempts, job.attempts, job.dedup_key) == (
+            "cleanup_usage", 3, 1, None)
