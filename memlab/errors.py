@@ -86,8 +86,9 @@ class VRAMError(MemlabError):
 
 
 class JobError(MemlabError):
-    """A fold job cannot be queued or run: an unknown kind, a payload that breaks the kind's
-    rules, or a kind whose machinery memlab does not have yet (``consolidate``)."""
+    """A fold job cannot be queued or run: an unknown kind, a kind whose machinery memlab does not
+    have yet (``consolidate``), an owner given by half (a payload that breaks a kind's rules is
+    :class:`InvalidInput`, naming the payload key)."""
 
 
 class LeaseLost(JobError):
