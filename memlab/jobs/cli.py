@@ -1,4 +1,5 @@
-"""``memlab jobs enqueue|run|list|status|kinds STORE``: the fold worker from the shell.
+"""``memlab jobs enqueue|run|list|status|kinds|atoms|contradictions``: the fold worker from the
+shell.
 
 Times are the system clock's; ``run`` shows a progress bar (``--quiet``: none) and prints what it
 did. Exit code 2 with ``error: ...`` on memlab's errors, as every memlab command.
@@ -169,3 +170,63 @@ def kinds_cmd() -> None:
     for name, k in sorted(kinds().items()):
         note = f" [cannot run: {k.unavailable}]" if k.unavailable else ""
         typer.echo(f"{name:<16} {k.description}{note}")
+
+
+@jobs_app.command("atoms")
+def atoms_cmd(
+    store: Path = _STORE,
+    kind: Optional[str] = typer.Option(None, "--kind", help="preference | constraint | promise | "
+                                       "event | lesson."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="The atoms as JSON."),
+    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+) -> None:
+    """The typed atoms extract_atoms stored, with their source memory."""
+    from dataclasses import asdict
+
+    from memlab.jobs import stored_atoms
+
+    try:
+        with _open(store, config, set_) as worker:
+            rows = stored_atoms(worker.store.conn, agent_id=agent_id, user_id=user_id, kind=kind)
+    except MemlabError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([asdict(a) for a in rows], ensure_ascii=False, indent=1))
+        return
+    if not rows:
+        typer.echo("no atoms (run an extract_atoms job)")
+        return
+    for a in rows:
+        typer.echo(f"{a.kind:<11} {a.memory_id}\t{a.text}")
+
+
+@jobs_app.command("contradictions")
+def contradictions_cmd(
+    store: Path = _STORE,
+    include_resolved: bool = typer.Option(False, "--all", help="Resolved ones too."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="The contradictions as JSON."),
+    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+) -> None:
+    """The contradictions evidence_check recorded: two active memories, one fact key."""
+    from dataclasses import asdict
+
+    from memlab.jobs import contradictions
+
+    try:
+        with _open(store, config, set_) as worker:
+            rows = contradictions(worker.store.conn, agent_id=agent_id, user_id=user_id,
+                                  include_resolved=include_resolved)
+    except MemlabError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([asdict(c) for c in rows], ensure_ascii=False, indent=1))
+        return
+    if not rows:
+        typer.echo("no contradictions recorded (run an evidence_check job)")
+        return
+    for c in rows:
+        state = f"resolved {_iso(c.resolved_at)}" if c.resolved_at is not None else "open"
+        typer.echo(f"{c.fact_key} ({c.agent_id}/{c.user_id}, {state})\n  {c.memory_a}: "
+                   f"{c.text_a}\n  {c.memory_b}: {c.text_b}")

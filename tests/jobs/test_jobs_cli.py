@@ -93,3 +93,24 @@ def test_kinds_lists_every_kind(cli):
     assert {"extract_atoms", "evidence_check", "cleanup_usage", "reembed", "consolidate"} <= \
         set(names)
     assert "cannot run: the Familiars consolidator" in res.stdout
+
+
+def test_atoms_and_contradictions_are_visible(cli, tmp_path):
+    path = tmp_path / "f.sqlite"
+    cfg = MemlabConfig().replace(**{"embedding.backend": "hashing"})
+    with memlab.open_store(path, config=cfg) as st:
+        st.add("我喜欢猫，但是对猫毛过敏", id="m1", importance=0.5)
+        st.add("用户住在北京", id="c1", fact_key="user.city", importance=0.5)
+        st.add("用户住在上海", id="c2", fact_key="user.city", importance=0.5)
+    assert cli("jobs", "atoms", path).stdout.strip() == "no atoms (run an extract_atoms job)"
+    for kind in ("extract_atoms", "evidence_check"):
+        cli("jobs", "enqueue", path, kind)
+    cli("jobs", "run", path, "--quiet")
+    res = cli("jobs", "atoms", path)
+    assert res.stdout.splitlines() == ["preference  m1\t我喜欢猫", "constraint  m1\t但是对猫毛过敏"]
+    only = json.loads(cli("jobs", "atoms", path, "--kind", "constraint", "--json").stdout)
+    assert [(a["memory_id"], a["text"]) for a in only] == [("m1", "但是对猫毛过敏")]
+    res = cli("jobs", "contradictions", path)
+    assert res.stdout.splitlines() == ["user.city (agent_0/user_0, open)", "  c1: 用户住在北京",
+                                       "  c2: 用户住在上海"]
+    assert cli("jobs", "atoms", path, "--kind", "nope").exit_code == 2
