@@ -406,6 +406,42 @@ class MemoryStore:
         now = to_unix((clock or self.clock).now())
         return self._store.repo.reinforce_ids(ids, now=now, agent_id=agent_id, user_id=user_id)
 
+    # -- fold jobs (memlab.jobs) -------------------------------------------------------------
+    def worker(self, **kwargs: Any):
+        """A :class:`memlab.jobs.Worker` over this store, its clock and embedder."""
+        from memlab.jobs import Worker
+
+        return Worker(self._store, clock=kwargs.pop("clock", self.clock),
+                      embedder=kwargs.pop("embedder", self._embedder), **kwargs)
+
+    def enqueue_job(self, kind: str, payload: Mapping[str, Any] | None = None, **kwargs: Any):
+        """Queue a fold job at the store's clock (:func:`memlab.jobs.enqueue`)."""
+        from memlab.jobs import enqueue
+
+        return enqueue(self._store, kind, payload, now=to_unix(self.clock.now()), **kwargs)
+
+    def compress_history(self, turns: Sequence[Any], *, summarise: Any = None,
+                         agent_id: str | None = None, user_id: str | None = None,
+                         session_id: str = "", clock: Clock | None = None) -> list[MemoryRecord]:
+        """Summarise the old chunks of a conversation and store the summaries (reverie §11.5,
+        :mod:`memlab.jobs.compress`); returns the new summary memories."""
+        from memlab.jobs.compress import summary_items
+
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        items = summary_items(self._store, turns, summarise=summarise, agent_id=agent_id,
+                              user_id=user_id, session_id=session_id)
+        return self.add_many(items, clock=clock)
+
+    def recall_summaries(self, query: str, *, k: int | None = None, clock: Clock | None = None,
+                         agent_id: str | None = None, user_id: str | None = None):
+        """The best conversation summaries for ``query`` (:func:`memlab.jobs.compress.
+        recall_summaries`: importance filter, similarity, recency)."""
+        from memlab.jobs.compress import recall_summaries
+
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        return recall_summaries(self._store, self._embedder, query, k=k, agent_id=agent_id,
+                                user_id=user_id, now=to_unix((clock or self.clock).now()))
+
     def get(self, ids: Sequence[str], *, agent_id: str | None = None,
             user_id: str | None = None) -> list[MemoryRecord]:
         """Memories by id, in order, of the agent and user (None: the default); an unknown id

@@ -1,4 +1,4 @@
-"""``memlab ...``: config, add, recall, store (check, rebuild), datasets, bench, sweep, fit."""
+"""``memlab ...``: config, add, recall, store (check, rebuild), datasets, bench, sweep, fit, jobs."""
 
 from __future__ import annotations
 
@@ -312,9 +312,11 @@ def fit_cmd(
 def _mount() -> None:
     from memlab.bench.cli import bench
     from memlab.bench.datasets.cli import datasets_app
+    from memlab.jobs.cli import jobs_app
     from memlab.tune.cli import sweep_cmd
 
     app.add_typer(datasets_app, name="datasets")
+    app.add_typer(jobs_app, name="jobs")
     app.command("bench")(bench)
     app.command("sweep")(sweep_cmd)
 

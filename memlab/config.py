@@ -456,6 +456,139 @@ class ConsolidationConfig(_Section):
                                stage="runtime", spec="familiars §5.9")
 
 
+def _zh_en(zh: str, en: str) -> tuple[str, str]:
+    """A rule pair: a Chinese pattern and an English one (case-insensitive, whole words)."""
+    return zh, r"(?i)\b(?:" + en + r")\b"
+
+
+class JobsConfig(_Section):
+    """The fold worker (reverie §11.4, :mod:`memlab.jobs`): its retries and the atom rules.
+
+    Atom rules are regular expressions (Python ``re``), a Chinese and an English one per kind by
+    default; a clause matching any rule of a kind yields one atom of that kind. The spec names the
+    kinds (偏好/约束/承诺/事件/教训) and says 'by regex' without the patterns: memlab's choice."""
+
+    max_attempts: int = _f(3, "Leases a job gets before it is marked failed (an error or an "
+                           "expired lease each use one). memlab's choice: a crash or a "
+                           "transient error is retried, a job that always fails stops.", ge=1,
+                           le=1000, stage="runtime", spec="reverie §11.4")
+    atom_clause_split: str = _f(
+        r"[。！？!?；;\n，]+|\.(?:\s+|$)|,\s*(?i:and|but|so|while)\s+", "Where a memory text "
+        "is cut into clauses before the atom rules run (each matching clause is one atom). "
+        "memlab's choice: sentence ends, the full-width comma, and ', and'/', but'/', so'/', "
+        "while'.", stage="runtime", spec="reverie §11.4")
+    atom_preference: tuple[str, ...] = _f(
+        _zh_en("喜欢|爱吃|爱喝|爱玩|爱看|爱听|最爱|热爱|偏爱|偏好|讨厌|受不了|不爱",
+               r"(?<!looks )(?<!look )(?<!feels )(?<!seems )likes?|loves?|prefers?|enjoys?|"
+               r"hates?|dislikes?|adores?|favou?rites?|can'?t stand|fond of"),
+        "Rules of preference atoms (likes and dislikes).", stage="runtime", spec="reverie §11.4")
+    atom_constraint: tuple[str, ...] = _f(
+        _zh_en("过敏|忌口|不能|不可以|不许|不准|禁止|必须|务必|千万别|不要|吃素|戒了",
+               r"allergic|intolerant|can'?t (?:eat|drink|have)|cannot|must(?:n'?t| not)?|"
+               r"not allowed|avoids?|vegetarian|vegan"),
+        "Rules of constraint atoms (allergies, must and must-not).", stage="runtime",
+        spec="reverie §11.4")
+    atom_promise: tuple[str, ...] = _f(
+        _zh_en("答应|承诺|约定|保证|说好|发誓|一言为定|下次一定",
+               r"promise[sd]?|promising|swore|swear|vow(?:ed)?|agreed to|gave (?:my|her|his|"
+               r"their) word|will definitely|won'?t forget to"),
+        "Rules of promise atoms (promises and agreements).", stage="runtime",
+        spec="reverie §11.4")
+    atom_event: tuple[str, ...] = _f(
+        _zh_en("事件记忆：|昨天|前天|今天|上周|上个月|去年|那天|去了|参加了|搬家|搬到|结婚|毕业|"
+               "见了|发生",
+               r"yesterday|today|last (?:week|month|year|night|weekend)|"
+               r"this morning|went to|visited|attended|moved to|got married|graduated|met|"
+               r"happened"),
+        "Rules of event atoms (something that happened).", stage="runtime",
+        spec="reverie §11.4")
+    atom_lesson: tuple[str, ...] = _f(
+        _zh_en("教训|学到|学会了|明白了|以后记得|以后别|下次要|下次别|下次不|记住|吸取|早知道|不该",
+               r"learned|learnt|lessons?|next time|from now on|should(?:n'?t)? have|"
+               r"note to self|remember to|realized|realised"),
+        "Rules of lesson atoms (what was learned for next time).", stage="runtime",
+        spec="reverie §11.4")
+
+    @field_validator("atom_clause_split")
+    @classmethod
+    def _split_compiles(cls, v: str) -> str:
+        _compile(v)
+        return v
+
+    @field_validator("atom_preference", "atom_constraint", "atom_promise", "atom_event",
+                     "atom_lesson")
+    @classmethod
+    def _rules_compile(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for rule in v:
+            _compile(rule)
+        return v
+
+
+class CompressionConfig(_Section):
+    """Conversation compression (reverie §11.5, :mod:`memlab.jobs.compress`): old chat turns are
+    summarised chunk by chunk, stored as memories of their own kind, and recalled by an importance
+    filter, similarity and recency. The spec gives no numbers: every value is memlab's choice."""
+
+    keep_recent_turns: int = _f(20, "The newest turns are kept verbatim, never compressed. "
+                                "memlab's choice: a chat prompt's usual window.", ge=0,
+                                le=100_000, stage="runtime", spec="reverie §11.5")
+    chunk_turns: int = _f(8, "Turns per compressed chunk (only full chunks are compressed). "
+                          "memlab's choice: about four exchanges.", ge=1, le=10_000,
+                          stage="runtime", spec="reverie §11.5")
+    summary_sentences: int = _f(3, "Sentences the extractive summariser keeps per chunk. "
+                                "memlab's choice.", ge=1, le=1000, stage="runtime",
+                                spec="reverie §11.5")
+    summary_max_chars: int = _f(400, "A summary is cut to this many characters. memlab's "
+                                "choice: a paragraph.", ge=20, le=100_000, stage="runtime",
+                                spec="reverie §11.5")
+    min_importance: float = _f(0.3, "Summaries less important than this are not recalled (the "
+                               "importance filter). memlab's choice.", ge=0.0, le=1.0,
+                               stage="runtime", spec="reverie §11.5")
+    similarity_weight: float = _f(0.7, "Weight of the query-summary cosine in the summary score. "
+                                  "memlab's choice.", ge=0.0, le=100.0, stage="runtime",
+                                  spec="reverie §11.5")
+    recency_weight: float = _f(0.3, "Weight of recency (0.5 ** (age / half-life)) in the summary "
+                               "score. memlab's choice.", ge=0.0, le=100.0, stage="runtime",
+                               spec="reverie §11.5")
+    recency_half_life_days: float = _f(7.0, "Age at which a summary's recency is 1/2. memlab's "
+                                       "choice: a week.", gt=0.0, le=1e6, stage="runtime",
+                                       spec="reverie §11.5")
+    k: int = _f(3, "Summaries recalled at most. memlab's choice.", ge=1, le=1000,
+                stage="runtime", spec="reverie §11.5")
+    prompt: str = _f(
+        "Summarise this conversation in at most {max_chars} characters, in the language it is "
+        "written in (用对话本身的语言). Keep names, dates, promises, preferences and feelings; "
+        "answer with the summary only.\n\n{conversation}",
+        "Prompt of the LLM summariser ({conversation}: the chunk as 'speaker: text' lines; "
+        "{max_chars}: summary_max_chars). memlab's choice.", stage="runtime",
+        spec="reverie §11.5")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_has_conversation(cls, v: str) -> str:
+        if "{conversation}" not in v:
+            raise ValueError("must contain {conversation} (where the chunk goes)")
+        try:
+            v.format(conversation="", max_chars=0)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"only {{conversation}} and {{max_chars}} may be placeholders "
+                             f"(literal braces doubled): {exc!r}") from None
+        return v
+
+
+def _compile(pattern: str) -> None:
+    """Raise ValueError (named by pydantic as the field's rule) if ``pattern`` is not a regex or
+    matches the empty string (a rule that matches everything)."""
+    import re
+
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression ({exc}): {pattern!r}") from None
+    if not pattern or rx.search("") is not None:
+        raise ValueError(f"a rule must not match the empty string: {pattern!r}")
+
+
 class TTLConfig(_Section):
     ephemeral_turns: int = _f(1, "TTL in turns of ephemeral entries that give none (cleared when "
                               "the turn ends).", ge=1, le=10**6, stage="runtime",
@@ -574,6 +707,8 @@ class MemlabConfig(_Section):
     dialog_tree: DialogTreeConfig = DialogTreeConfig()
     writer: WriterConfig = WriterConfig()
     consolidation: ConsolidationConfig = ConsolidationConfig()
+    jobs: JobsConfig = JobsConfig()
+    compression: CompressionConfig = CompressionConfig()
     ttl: TTLConfig = TTLConfig()
     vram: VRAMConfig = VRAMConfig()
     fuzzy: FuzzyConfig = FuzzyConfig()

@@ -83,3 +83,14 @@ class DatasetError(MemlabError, ValueError):
 
 class VRAMError(MemlabError):
     """The VRAM gate cannot satisfy a request (larger than the device, nothing evictable)."""
+
+
+class JobError(MemlabError):
+    """A fold job cannot be queued or run: an unknown kind, a kind whose machinery memlab does not
+    have yet (``consolidate``), an owner given by half (a payload that breaks a kind's rules is
+    :class:`InvalidInput`, naming the payload key)."""
+
+
+class LeaseLost(JobError):
+    """A worker's lease of a job is no longer its own (it expired and another worker took the job,
+    or the job is finished): the worker's result is discarded, nothing it would write is written."""

@@ -16,7 +16,7 @@ RANK = {
     "config": 1, "inputs": 1, "text": 1,
     "embed": 2,
     "store": 3,
-    "forgetting": 4, "write": 4,
+    "forgetting": 4, "write": 4, "jobs": 4,
     "recall": 5,
     "api": 6,            # the facade over store, write and recall
     "bench": 7,          # replays datasets through the api

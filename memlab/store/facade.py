@@ -289,9 +289,11 @@ class Store:
         out, fresh = self.embeddings.lookup(embedder.version, list(texts), embedder.embed_documents)
         return (out if len(out) else np.zeros((0, int(embedder.dim)), np.float32)), fresh
 
-    def embed_pending(self, embedder: _Embedder, *, batch: int = 256) -> int:
+    def embed_pending(self, embedder: _Embedder, *, batch: int = 256,
+                      on_batch: Callable[[int], None] | None = None) -> int:
         """Embed (through the cache) and store the vectors of every pending memory; the count
-        (memories given an all-zero vector are marked 'none' and counted too)."""
+        (memories given an all-zero vector are marked 'none' and counted too). ``on_batch(done)``
+        is called after each committed batch (a fold job extends its lease there)."""
         self._check_embedder(embedder)
         done = 0
         while True:
@@ -305,6 +307,8 @@ class Store:
                 applied = self._put(rowids, none, vecs)
             self._applied(*applied)
             done += len(rowids)
+            if on_batch is not None:
+                on_batch(done)
 
     def rebuild_vectors(self, embedder: _Embedder) -> int:
         """Drop the embedder's vector table, rebuild it from the embedding cache, embed what the

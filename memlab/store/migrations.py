@@ -35,6 +35,18 @@ whichever process or code path wrote them. One log row per memory (``INSERT OR R
 Version 3: ``memory_records.embedding_status`` may also be ``'none'``: the embedder named by
 ``embedding_model_version`` gives the text no vector (the hashing embedder on a text without
 terms); such a memory is searched lexically and is not pending for that version.
+
+Versions 4 and 5 are reserved for issue 9's write pipeline and facts-over-time migrations (built in
+parallel; empty here, replaced when those land).
+
+Version 6 (the fold worker, :mod:`memlab.jobs`): ``memory_jobs`` gains its lease holder and token
+(``lease_owner``, ``lease_token``: a completion checks the token is still its own),
+``max_attempts``, ``result_json``, ``error`` (the last failure's text), ``dedup_key`` (at most one
+queued or leased job per key: a partial unique index), the owner (``agent_id``, ``user_id``) and
+``started_at``/``finished_at``; ``memory_atoms`` (typed atoms extracted from a memory, each linked to
+its source memory, deleted with it); ``memory_contradictions`` (two active memories of one owner with
+one fact key and different texts, found by the evidence check; ``resolved_at`` once either is no
+longer active).
 """
 
 from __future__ import annotations
@@ -236,12 +248,55 @@ def _allow_embedding_status_none(conn: Connection) -> None:
     finally:
         conn.execute("PRAGMA writable_schema = OFF")
 
+ATOM_KINDS = ("preference", "constraint", "promise", "event", "lesson")
+
+_V6: tuple[str, ...] = tuple(
+    f"ALTER TABLE memory_jobs ADD COLUMN {col}" for col in (
+        "lease_owner TEXT", "lease_token TEXT",
+        "max_attempts INTEGER NOT NULL DEFAULT 3 CHECK (max_attempts >= 1)",
+        "result_json TEXT", "error TEXT", "dedup_key TEXT", "agent_id TEXT", "user_id TEXT",
+        "started_at REAL", "finished_at REAL")) + (
+    "CREATE UNIQUE INDEX memory_jobs_dedup ON memory_jobs (dedup_key) "
+    "WHERE dedup_key IS NOT NULL AND state IN ('queued', 'leased')",
+    f"""CREATE TABLE memory_atoms (
+        id INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL REFERENCES memory_records(id) ON DELETE CASCADE,
+        agent_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN {_in(ATOM_KINDS)}),
+        text TEXT NOT NULL CHECK (length(trim(text)) > 0),
+        rule TEXT NOT NULL,
+        job_id INTEGER,
+        created_at REAL NOT NULL,
+        UNIQUE (memory_id, kind, text))""",
+    "CREATE INDEX memory_atoms_owner ON memory_atoms (agent_id, user_id, kind)",
+    """CREATE TABLE memory_contradictions (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        fact_key TEXT NOT NULL CHECK (length(fact_key) > 0),
+        memory_a TEXT NOT NULL REFERENCES memory_records(id) ON DELETE CASCADE,
+        memory_b TEXT NOT NULL REFERENCES memory_records(id) ON DELETE CASCADE,
+        found_at REAL NOT NULL,
+        job_id INTEGER,
+        resolved_at REAL,
+        resolution TEXT,
+        CHECK (memory_a < memory_b),
+        UNIQUE (memory_a, memory_b))""",
+    "CREATE INDEX memory_contradictions_owner ON memory_contradictions (agent_id, user_id, "
+    "fact_key)",
+    "CREATE INDEX memory_contradictions_b ON memory_contradictions (memory_b)",
+)
+
 #: (version, name, steps); versions are 1, 2, 3, ... in order. Append, never edit a released one.
 MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (1, "initial schema: records, lexical and entity index, embeddings, vector registry, jobs", _V1),
     (2, "change log of memory_records for the in-process MemoryIndex", _V2),
     (3, "embedding_status 'none': the embedder gives the text no vector",
      (_allow_embedding_status_none,)),
+    (4, "reserved (issue 9: write pipeline)", ()),
+    (5, "reserved (issue 9: facts over time)", ()),
+    (6, "fold jobs: leases, results, errors, dedup keys; atoms; contradictions", _V6),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -1,0 +1,232 @@
+"""``memlab jobs enqueue|run|list|status|kinds|atoms|contradictions``: the fold worker from the
+shell.
+
+Times are the system clock's; ``run`` shows a progress bar (``--quiet``: none) and prints what it
+did. Exit code 2 with ``error: ...`` on memlab's errors, as every memlab command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from memlab.clock import SystemClock
+from memlab.config import MemlabConfig, load_config, parse_assignments
+from memlab.errors import MemlabError
+
+jobs_app = typer.Typer(help="Fold jobs (atoms, contradictions, usage cleanup, re-embedding): "
+                       "queue, run, list.", no_args_is_help=True)
+
+_STORE = typer.Argument(..., help="The store file.")
+_CONFIG = typer.Option(None, "--config", "-c", help="A YAML config file.")
+_SET = typer.Option(None, "--set", help="key=value config overrides.")
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def _open(store: Path, config: Optional[Path], sets: list[str] | None, *, must_exist: bool = True):
+    from memlab.embed import make_embedder
+    from memlab.jobs import Worker
+
+    if must_exist and not store.exists():
+        raise MemlabError(f"{store}: no such store file")
+    cfg: MemlabConfig = load_config(config, overrides=parse_assignments(sets))
+    return Worker.open(store, config=cfg, clock=SystemClock(), embedder=lambda: make_embedder(cfg))
+
+
+@jobs_app.command("enqueue")
+def enqueue_cmd(
+    store: Path = _STORE,
+    kind: str = typer.Argument(..., help="The job kind (memlab jobs kinds)."),
+    payload: Optional[str] = typer.Option(None, "--payload", help="The payload, a JSON object."),
+    agent_id: Optional[str] = typer.Option(None, help="The owner the job works on (with "
+                                           "--user-id; default every owner)."),
+    user_id: Optional[str] = typer.Option(None),
+    dedup_key: Optional[str] = typer.Option(None, "--dedup-key", help="At most one queued or "
+                                            "running job per key."),
+    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+) -> None:
+    """Queue a job; prints its id."""
+    try:
+        try:
+            data = json.loads(payload) if payload else {}
+        except json.JSONDecodeError as exc:
+            raise MemlabError(f"--payload: not JSON ({exc}): {payload!r}") from None
+        with _open(store, config, set_, must_exist=False) as worker:
+            job = worker.enqueue(kind, data, agent_id=agent_id, user_id=user_id,
+                                 dedup_key=dedup_key)
+    except MemlabError as exc:
+        _fail(exc)
+    typer.echo(f"{job.id}\t{job.kind}\t{job.state}")
+
+
+@jobs_app.command("run")
+def run_cmd(
+    store: Path = _STORE,
+    once: bool = typer.Option(False, "--once", help="Run at most one job."),
+    max_jobs: Optional[int] = typer.Option(None, "--max-jobs", help="Run at most this many jobs "
+                                           "(default: until none is ready)."),
+    kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only jobs of this kind "
+                                             "(repeatable)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+) -> None:
+    """Lease and run the ready jobs; prints what was done."""
+    try:
+        with _open(store, config, set_) as worker:
+            report = worker.run(max_jobs=1 if once else max_jobs, kinds=kind or None,
+                                progress=not quiet)
+    except MemlabError as exc:
+        _fail(exc)
+    for job in report.done + report.failed + report.retried:
+        shown = json.dumps(job.result, ensure_ascii=False) if job.state == "done" else job.error
+        typer.echo(f"{job.id}\t{job.kind}\t{job.state}\t{shown}")
+    typer.echo(report.summary())
+
+
+@jobs_app.command("list")
+def list_cmd(
+    store: Path = _STORE,
+    state: Optional[List[str]] = typer.Option(None, "--state", help="queued | leased | done | "
+                                              "failed (repeatable)."),
+    kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only this kind (repeatable)."),
+    limit: int = typer.Option(50, "--limit", help="Newest jobs shown."),
+    as_json: bool = typer.Option(False, "--json", help="The jobs as JSON."),
+    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+) -> None:
+    """The jobs, newest first, as a table."""
+    import pandas as pd
+
+    try:
+        with _open(store, config, set_) as worker:
+            jobs = worker.jobs(states=state or None, kinds=kind or None, limit=limit)
+    except MemlabError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([j.to_dict() for j in jobs], ensure_ascii=False, indent=1))
+        return
+    if not jobs:
+        typer.echo("no jobs")
+        return
+    frame = pd.DataFrame([{"id": j.id, "kind": j.kind, "state": j.state,
+                           "attempts": f"{j.attempts}/{j.max_attempts}",
+                           "owner": f"{j.agent_id}/{j.user_id}" if j.agent_id else "*",
+                           "created": _iso(j.created_at), "finished": _iso(j.finished_at),
+                           "result / error": json.dumps(j.result, ensure_ascii=False)
+                           if j.result is not None else (j.error or "")} for j in jobs])
+    with pd.option_context("display.max_colwidth", 70, "display.width", 200):
+        typer.echo(frame.to_string(index=False))
+
+
+def _iso(t: float | None) -> str:
+    from memlab.clock import from_unix
+
+    return "" if t is None else from_unix(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@jobs_app.command("status")
+def status_cmd(
+    store: Path = _STORE,
+    as_json: bool = typer.Option(False, "--json", help="The counts as JSON."),
+    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+) -> None:
+    """Jobs by kind and state, and how many are ready to run now."""
+    import pandas as pd
+
+    from memlab.jobs.queue import JOB_STATES
+
+    try:
+        with _open(store, config, set_) as worker:
+            counts, ready = worker.status(), worker.ready()
+    except MemlabError as exc:
+        _fail(exc)
+    if as_json:
+        out: dict = {}
+        for (k, s), n in counts.items():
+            out.setdefault(k, {})[s] = n
+        typer.echo(json.dumps({"jobs": out, "ready": ready}, ensure_ascii=False, indent=1))
+        return
+    if not counts:
+        typer.echo("no jobs")
+        return
+    table = pd.Series(counts).unstack(fill_value=0).reindex(columns=list(JOB_STATES),
+                                                            fill_value=0)
+    table.index.name = "kind"
+    typer.echo(table.to_string())
+    typer.echo(f"ready to run now: {ready}")
+
+
+@jobs_app.command("kinds")
+def kinds_cmd() -> None:
+    """The job kinds and what they do."""
+    from memlab.jobs import kinds
+
+    for name, k in sorted(kinds().items()):
+        note = f" [cannot run: {k.unavailable}]" if k.unavailable else ""
+        typer.echo(f"{name:<16} {k.description}{note}")
+
+
+@jobs_app.command("atoms")
+def atoms_cmd(
+    store: Path = _STORE,
+    kind: Optional[str] = typer.Option(None, "--kind", help="preference | constraint | promise | "
+                                       "event | lesson."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="The atoms as JSON."),
+    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+) -> None:
+    """The typed atoms extract_atoms stored, with their source memory."""
+    from dataclasses import asdict
+
+    from memlab.jobs import stored_atoms
+
+    try:
+        with _open(store, config, set_) as worker:
+            rows = stored_atoms(worker.store.conn, agent_id=agent_id, user_id=user_id, kind=kind)
+    except MemlabError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([asdict(a) for a in rows], ensure_ascii=False, indent=1))
+        return
+    if not rows:
+        typer.echo("no atoms (run an extract_atoms job)")
+        return
+    for a in rows:
+        typer.echo(f"{a.kind:<11} {a.memory_id}\t{a.text}")
+
+
+@jobs_app.command("contradictions")
+def contradictions_cmd(
+    store: Path = _STORE,
+    include_resolved: bool = typer.Option(False, "--all", help="Resolved ones too."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="The contradictions as JSON."),
+    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+) -> None:
+    """The contradictions evidence_check recorded: two active memories, one fact key."""
+    from dataclasses import asdict
+
+    from memlab.jobs import contradictions
+
+    try:
+        with _open(store, config, set_) as worker:
+            rows = contradictions(worker.store.conn, agent_id=agent_id, user_id=user_id,
+                                  include_resolved=include_resolved)
+    except MemlabError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([asdict(c) for c in rows], ensure_ascii=False, indent=1))
+        return
+    if not rows:
+        typer.echo("no contradictions recorded (run an evidence_check job)")
+        return
+    for c in rows:
+        state = f"resolved {_iso(c.resolved_at)}" if c.resolved_at is not None else "open"
+        typer.echo(f"{c.fact_key} ({c.agent_id}/{c.user_id}, {state})\n  {c.memory_a}: "
+                   f"{c.text_a}\n  {c.memory_b}: {c.text_b}")
