@@ -36,10 +36,7 @@ Version 3: ``memory_records.embedding_status`` may also be ``'none'``: the embed
 ``embedding_model_version`` gives the text no vector (the hashing embedder on a text without
 terms); such a memory is searched lexically and is not pending for that version.
 
-Versions 4 and 5 are reserved for issue 9's write pipeline and facts-over-time migrations (built in
-parallel; empty here, replaced when those land).
-
-Version 6 (the fold worker, :mod:`memlab.jobs`): ``memory_jobs`` gains its lease holder and token
+Version 4 (the fold worker, :mod:`memlab.jobs`): ``memory_jobs`` gains its lease holder and token
 (``lease_owner``, ``lease_token``: a completion checks the token is still its own),
 ``max_attempts``, ``result_json``, ``error`` (the last failure's text), ``dedup_key`` (at most one
 queued or leased job per key: a partial unique index), the owner (``agent_id``, ``user_id``) and
@@ -250,7 +247,7 @@ def _allow_embedding_status_none(conn: Connection) -> None:
 
 ATOM_KINDS = ("preference", "constraint", "promise", "event", "lesson")
 
-_V6: tuple[str, ...] = tuple(
+_V4: tuple[str, ...] = tuple(
     f"ALTER TABLE memory_jobs ADD COLUMN {col}" for col in (
         "lease_owner TEXT", "lease_token TEXT",
         "max_attempts INTEGER NOT NULL DEFAULT 3 CHECK (max_attempts >= 1)",
@@ -294,9 +291,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (2, "change log of memory_records for the in-process MemoryIndex", _V2),
     (3, "embedding_status 'none': the embedder gives the text no vector",
      (_allow_embedding_status_none,)),
-    (4, "reserved (issue 9: write pipeline)", ()),
-    (5, "reserved (issue 9: facts over time)", ()),
-    (6, "fold jobs: leases, results, errors, dedup keys; atoms; contradictions", _V6),
+    (4, "fold jobs: leases, results, errors, dedup keys; atoms; contradictions", _V4),
 )
 
 LATEST = MIGRATIONS[-1][0]
