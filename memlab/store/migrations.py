@@ -35,6 +35,10 @@ whichever process or code path wrote them. One log row per memory (``INSERT OR R
 Version 3: ``memory_records.embedding_status`` may also be ``'none'``: the embedder named by
 ``embedding_model_version`` gives the text no vector (the hashing embedder on a text without
 terms); such a memory is searched lexically and is not pending for that version.
+
+Version 4 (issue 9's safety migration, numbered 7 in the issue's plan: migrations must run 1, 2,
+3, ... so it takes the next free number): ``memory_audit``, one row per refusal of the safety
+checks (:mod:`memlab.store.audit`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from memlab.errors import StoreError
 from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUSES,
                           LIFECYCLE_STATES, RETENTION_LAYERS, SCOPES, CATEGORIES)
 
+from .audit import AUDIT_TABLE_SQL
 from .cache import CACHE_TABLE_SQL
 from .connect import Connection, db_path, transaction
 from .snapshot import read_snapshot
@@ -242,6 +247,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (2, "change log of memory_records for the in-process MemoryIndex", _V2),
     (3, "embedding_status 'none': the embedder gives the text no vector",
      (_allow_embedding_status_none,)),
+    (4, "memory_audit: refusals of the safety checks", AUDIT_TABLE_SQL),
 )
 
 LATEST = MIGRATIONS[-1][0]
