@@ -16,20 +16,20 @@ Steps, in order (each a memlab choice, documented here and tested in ``tests/saf
    grapheme joiner and the Hangul fillers. The tag characters U+E0020-U+E007E, invisible to a
    person but read by some models as the ASCII they shadow ("ASCII smuggling"), become that ASCII,
    so a hidden instruction is matched like a visible one; the other tag characters are removed;
-2. NFKC: full-width and other compatibility forms become their plain letters (``ｉ`` -> ``i``,
-   ``𝐢`` -> ``i``, ``：`` -> ``:``, ``＜`` -> ``<``);
-3. combining marks are dropped (NFKD, remove category Mn/Me, NFC): ``ìgnöre`` -> ``ignore``;
-4. look-alikes are folded by an explicit table (:data:`HOMOGLYPHS`): Cyrillic, Greek and Armenian
+2. NFKC, with the combining marks dropped in between (NFKD, remove category Mn/Me, NFC):
+   full-width and other compatibility forms become their plain letters (``ｉ`` -> ``i``,
+   ``𝐢`` -> ``i``, ``：`` -> ``:``, ``＜`` -> ``<``), accents go (``ìgnöre`` -> ``ignore``);
+3. look-alikes are folded by an explicit table (:data:`HOMOGLYPHS`): Cyrillic, Greek and Armenian
    letters that look like Latin ones, Latin small capitals and IPA letters (derived from their
    Unicode names), look-alike colons, vertical bars and single angle brackets. No well-kept
    confusables library is a dependency of memlab (``confusable_homoglyphs`` is not installed), so
    the table is small and written out; it covers the letters of the configured patterns. It is
-   applied before step 2 as well (NFKC would turn the Greek ``ϲ`` into ``σ``). A homoglyph that
+   applied before step 2 as well (NFKD would turn the Greek ``ϲ`` into ``σ``). A homoglyph that
    is not in the table (or leetspeak such as ``1gn0re``) is not folded;
-5. the traditional Chinese characters of the default patterns are folded to simplified ones
+4. the traditional Chinese characters of the default patterns are folded to simplified ones
    (:data:`TRADITIONAL`, a small table: ``無視之前的指令`` -> ``无视之前的指令``);
-6. case folding (``str.casefold``);
-7. whitespace: every line break becomes ``\\n`` (a role marker such as ``system:`` is matched at
+5. case folding (``str.casefold``);
+6. whitespace: every line break becomes ``\\n`` (a role marker such as ``system:`` is matched at
    the start of a line); a run of three or more single characters separated by single spaces is
    joined (``i g n o r e  a l l`` -> ``ignore all``: two spaces still part words); other runs of
    whitespace become one space, spaces around a line break are dropped, and a space between two
@@ -106,7 +106,7 @@ def _small_capitals() -> dict[str, str]:
 
 @functools.cache
 def _tables() -> tuple[dict[int, str | None], dict[int, str]]:
-    """(what step 1 removes, steps 4-5 as one ``str.translate`` table), built once."""
+    """(what step 1 removes, steps 3-4 as one ``str.translate`` table), built once."""
     drop: dict[int, str | None] = {}
     for cp in range(sys.maxunicode + 1):
         if 0xD800 <= cp <= 0xDFFF:
@@ -135,9 +135,8 @@ def normalize_spelled(text: str) -> tuple[str, bool]:
     drop, fold = _tables()
     t = text.translate(drop)
     if not t.isascii():   # ASCII is its own NFKC and holds no mark, look-alike or CJK character
-        t = unicodedata.normalize("NFKC", t.translate(fold))   # before: NFKC turns ϲ into σ
-        t = "".join(c for c in unicodedata.normalize("NFKD", t)
-                    if unicodedata.category(c) not in _MARKS)
+        t = unicodedata.normalize("NFKD", t.translate(fold))   # fold first: NFKD makes ϲ σ
+        t = "".join(c for c in t if unicodedata.category(c) not in _MARKS)
         t = unicodedata.normalize("NFC", t).translate(fold).translate(drop)
     t = t.casefold()
     t = "\n".join(t.splitlines())
