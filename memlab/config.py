@@ -483,7 +483,7 @@ class VRAMConfig(_Section):
                             gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3")
 
 
-# ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.normalize's output ----
+# ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.canonical's output ----
 #: "rule: regular expression" entries. The text they match is normalised (NFKC, no invisible
 #: characters, look-alikes and traditional characters folded, case folded, one space between
 #: words, none between CJK characters, line breaks kept as "\n"): write patterns in lower case.
@@ -624,7 +624,7 @@ class SafetyConfig(_Section):
         "identity_attack_flags (§12).", stage="ingest", spec="reverie §12")
     hijack_patterns_en: tuple[str, ...] = _f(
         SAFETY_PATTERNS_EN, "English hijack patterns, 'rule: regex', matched on the normalised "
-        "text (memlab.safety.normalize: lower case, look-alikes folded). The spec names the "
+        "text (memlab.safety.canonical: lower case, look-alikes folded). The spec names the "
         "attack (ignore previous instructions, role-play of the system prompt) without a list: "
         "memlab's choice, rules ignore_instructions, identity_override, role_marker, prompt_tag, "
         "system_prompt, unrestricted_mode.", stage="ingest", spec="reverie §10, §12")

@@ -1,6 +1,6 @@
 """Safety of what memlab writes and recalls (Reverie §10, §12), as pure functions.
 
-- :mod:`memlab.safety.normalize`: the canonical spelling the rules match (NFKC, invisible
+- :mod:`memlab.safety.canonical`: the canonical spelling the rules match (NFKC, invisible
   characters removed, look-alikes folded, case folded);
 - :mod:`memlab.safety.rules`: the hijack rules (``safety.hijack_patterns_zh``/``_en``),
   :func:`find_hijack` and the injection guard :func:`guard_user_message`;
@@ -11,7 +11,7 @@ The store records refusals in ``memory_audit`` (:mod:`memlab.store.audit`); the 
 escaping is :mod:`memlab.recall.inject`.
 """
 
-from memlab.safety.normalize import normalize
+from memlab.safety.canonical import normalize
 from memlab.safety.rules import Verdict, find_hijack, guard_user_message
 from memlab.safety.screen import UNTRUSTED_WEB, screen_write
 

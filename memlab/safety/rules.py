@@ -4,7 +4,7 @@ instructions?
 The rules are the configured ``safety.hijack_patterns_zh`` and ``safety.hijack_patterns_en``
 (``"rule: regex"`` entries; the defaults and their rule names are described in
 :class:`memlab.config.SafetyConfig`). A text matches when some pattern finds it in the text's
-normalised form (:func:`memlab.safety.normalize.normalize`): a pattern that anchors on a line
+normalised form (:func:`memlab.safety.canonical.normalize`): a pattern that anchors on a line
 (``^`` or ``\\n``: role markers such as ``system:``) on the text with its line breaks, every other
 pattern on the text with line breaks as spaces (``ignore\\nprevious instructions`` is one phrase).
 With ``safety.match_despaced``, a text that spells words out letter by letter is also matched with
@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from memlab.config import SafetyConfig, parse_patterns
-from memlab.safety.normalize import despace, normalize_spelled
+from memlab.safety.canonical import despace, normalize_spelled
 
 __all__ = ["Rule", "Hit", "Verdict", "rules_of", "find_hijack", "guard_user_message", "excerpt"]
 

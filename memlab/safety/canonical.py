@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 import unicodedata
 
 __all__ = ["normalize", "normalize_spelled", "despace", "HOMOGLYPHS", "TRADITIONAL"]
@@ -96,7 +95,8 @@ def _small_capitals() -> dict[str, str]:
     """``ɪɢɴᴏʀᴇ`` -> ``ignore``: every 'LATIN LETTER SMALL CAPITAL X' (and the modifier and
     superscript forms NFKC leaves alone) to its letter, from the Unicode names."""
     out = {}
-    for cp in range(0x0180, 0xAB70):
+    # the blocks that hold them: IPA Extensions, Phonetic Extensions, Latin Extended-D
+    for cp in [*range(0x0250, 0x02B0), *range(0x1D00, 0x1D80), *range(0xA720, 0xA800)]:
         name = unicodedata.name(chr(cp), "")
         m = re.fullmatch(r"LATIN LETTER SMALL CAPITAL ([A-Z])", name)
         if m:
@@ -107,14 +107,12 @@ def _small_capitals() -> dict[str, str]:
 @functools.cache
 def _tables() -> tuple[dict[int, str | None], dict[int, str]]:
     """(what step 1 removes, steps 3-4 as one ``str.translate`` table), built once."""
-    drop: dict[int, str | None] = {}
-    for cp in range(sys.maxunicode + 1):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        ch = chr(cp)
-        cat = unicodedata.category(ch)
-        if cat == "Cf" or (cat == "Cc" and ch not in "\t\n\r\x0b\x0c\x1c\x1d\x1e\x85"):
-            drop[cp] = None
+    # format and control characters: none is assigned above plane 1 but in plane 14 (below)
+    chars = "".join(map(chr, range(0x20000)))
+    cats = map(unicodedata.category, chars)
+    drop: dict[int, str | None] = {
+        ord(ch): None for ch, cat in zip(chars, cats)
+        if cat == "Cf" or (cat == "Cc" and ch not in "\t\n\r\x0b\x0c\x1c\x1d\x1e\x85")}
     for lo, hi in ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF), (0xE0000, 0xE007F)):
         drop.update(dict.fromkeys(range(lo, hi + 1)))
     drop.update({cp: chr(cp - 0xE0000) for cp in range(0xE0020, 0xE007F)})   # tag ASCII

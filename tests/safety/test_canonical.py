@@ -1,4 +1,4 @@
-"""The canonical spelling the safety rules match (memlab.safety.normalize), step by step."""
+"""The canonical spelling the safety rules match (memlab.safety.canonical), step by step."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memlab.safety.normalize import HOMOGLYPHS, TRADITIONAL, normalize
+from memlab.safety.canonical import HOMOGLYPHS, TRADITIONAL, normalize
 
 WORDS = st.text(alphabet=string.ascii_lowercase + " ", min_size=1, max_size=40)
 INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u2060", "\ufeff", "\u00ad",
