@@ -20,13 +20,15 @@ import numpy as np
 from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
-from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput, StoreError
+from memlab.errors import (ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput, StoreError,
+                           UnsafeWrite)
 from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
+from memlab.safety import guard_user_message, screen_write
 from memlab.store import Store
 from memlab.store.cache import FreshVectors
 from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
@@ -117,8 +119,15 @@ class MemoryStore:
                 used.append(self._store.repo.layer_chars("long_term"))
             return used[0]
 
-        records = [self._build_record(dict(it), now=now, index=i, long_term_used=long_term_used)
-                   for i, it in enumerate(items)]
+        try:
+            records = [self._build_record(dict(it), now=now, index=i,
+                                          long_term_used=long_term_used)
+                       for i, it in enumerate(items)]
+        except UnsafeWrite as exc:   # nothing of the batch is written; the refusal is audited
+            self._audit("refused_write", now=now, agent_id=exc.agent_id, user_id=exc.user_id,
+                        rule=exc.safety_rule, field=exc.field, pattern=exc.pattern,
+                        excerpt=exc.excerpt)
+            raise
         if not records:
             return []
         rc = self.config.recall
@@ -143,6 +152,9 @@ class MemoryStore:
                           max_chars=cfg.recall.max_text_chars, limit_name="recall.max_text_chars")
         for name, value in it.items():
             check_unicode(value, f"{where}.{name}")
+        it["agent_id"], it["user_id"] = self._tenant(it.get("agent_id"), it.get("user_id"),
+                                                     where=f"{where}.")
+        it = screen_write(text, it, cfg.safety, where=where)   # UnsafeWrite: a hijack (§12)
         emotions = dict(it.pop("emotions", None) or {})
         for k, v in emotions.items():
             if not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -180,8 +192,6 @@ class MemoryStore:
         mem_id = it.pop("id", None)
         mem_id = f"{_ID_PREFIX[layer]}_{uuid.uuid4().hex}" if mem_id is None \
             else check_id(mem_id, f"{where}.id")
-        it["agent_id"], it["user_id"] = self._tenant(it.get("agent_id"), it.get("user_id"),
-                                                     where=f"{where}.")
         for name in ("tags", "derived_from", "source_quote"):
             if name in it:
                 it[name] = tuple(it[name])
@@ -251,6 +261,48 @@ class MemoryStore:
         return self._store.read(
             lambda: self._recall_read(query, qv, scope, now, k, notes, background))
 
+    def guarded_recall(self, user_message: str, **kwargs: Any) -> RecallResult:
+        """:meth:`recall` behind the injection guard (§10 ``guard.memory_safe``): a user message
+        that matches a hijack rule (:func:`memlab.safety.guard_user_message`) does not recall;
+        the result is empty, its ``empty_reason`` names the rule, the skip is counted in
+        ``stats`` and recorded in ``memory_audit`` (action ``recall_skipped``). Otherwise exactly
+        ``recall(user_message, **kwargs)``."""
+        query = check_text(user_message, "user_message",
+                           max_chars=self.config.recall.max_query_chars,
+                           limit_name="recall.max_query_chars")
+        verdict = guard_user_message(query, self.config.safety)
+        if verdict.allowed:
+            return self.recall(query, **kwargs)
+        agent_id, user_id = self._tenant(kwargs.get("agent_id"), kwargs.get("user_id"))
+        clock = kwargs.get("clock")
+        self._audit("recall_skipped", now=to_unix((clock or self.clock).now()),
+                    agent_id=agent_id, user_id=user_id, rule=verdict.rule or "",
+                    pattern=verdict.pattern or "", excerpt=verdict.excerpt)
+        self.stats["recall skipped: injection guard"] += 1
+        return RecallResult(query, (), {}, self.config.selection.prompt_max_items,
+                            f"injection guard: recall skipped (safety rule {verdict.rule!r})",
+                            untrusted_label=self.config.safety.untrusted_label)
+
+    def audit_log(self, *, agent_id: str | None = None, user_id: str | None = None
+                  ) -> list[dict[str, Any]]:
+        """The ``memory_audit`` rows of the agent and user (None: the default), oldest first:
+        id, at, agent_id, user_id, action, rule, field, pattern, excerpt
+        (:mod:`memlab.store.audit`)."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        return self._store.audit.rows(agent_id=agent_id, user_id=user_id)
+
+    def _audit(self, action: str, *, now: float, agent_id: str | None, user_id: str | None,
+               **row: str) -> None:
+        """Record a refusal; a store that cannot write it is a documented degradation (logged
+        once, counted): the refusal itself still stands."""
+        w = self.config.writer
+        try:
+            self._store.audit.record(at=now, agent_id=agent_id or w.default_agent_id,
+                                     user_id=user_id or w.default_user_id, action=action, **row)
+        except StoreError as exc:
+            self._degraded(f"audit row not written ({type(exc).__name__})")
+            log.debug("memlab: audit row not written: %s", exc)
+
     def _recall_read(self, query: str, qv: np.ndarray | None, scope: Scope, now: float, k: int,
                      notes: list[str], background: Background | None) -> RecallResult:
         cfg = self.config
@@ -263,7 +315,8 @@ class MemoryStore:
                       if self.count(agent_id=scope.agent_id, user_id=scope.user_id) == 0
                       else "no stored memory shares a term or an entity with the query")
             return RecallResult(query, (), explain_columns(table, None, np.zeros(0, int), {}, {}),
-                                cfg.selection.prompt_max_items, reason, tuple(notes))
+                                cfg.selection.prompt_max_items, reason, tuple(notes),
+                                untrusted_label=cfg.safety.untrusted_label)
         scored = score_table(table, cfg)
         positions = select(table, scored, terms=feats.terms, k=k, cfg=cfg)[0]
         frame = explain_columns(table, scored, positions, feats.ids, feats.texts)
@@ -272,7 +325,7 @@ class MemoryStore:
         reason = "" if len(memories) else (
             "nothing relevant enough: every candidate is below the relevance floor or forgotten")
         return RecallResult(query, memories, frame, cfg.selection.prompt_max_items, reason,
-                            tuple(notes))
+                            tuple(notes), untrusted_label=cfg.safety.untrusted_label)
 
     def features(self, queries: Sequence[str], *, k: int, now: float,
                  query_vectors: np.ndarray | None = None, agent_id: str | None = None,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -615,6 +616,194 @@ class VRAMConfig(_Section):
                             gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3")
 
 
+# ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.canonical's output ----
+#: "rule: regular expression" entries. The text they match is normalised (NFKC, no invisible
+#: characters, look-alikes and traditional characters folded, case folded, one space between
+#: words, none between CJK characters, line breaks kept as "\n"): write patterns in lower case.
+SAFETY_PATTERNS_EN: tuple[str, ...] = (
+    r"ignore_instructions: \b(?:ignore|disregard|override|bypass|neglect)\b(?: (?:all|any|every|each"
+    r"|of|the|your|these|those|this|that))* (?:previous|prior|above|earlier|preceding|foregoing"
+    r"|former|original|initial|old|system|developer|safety)(?:'s)? (?:\w+ )?(?:instructions?"
+    r"|prompts?|rules|directions|directives|guidelines|commands|orders|context|constraints"
+    r"|policies|programming)\b",
+    r"ignore_instructions: \b(?:ignore|disregard|forget) (?:all )?(?:previous|prior|above|earlier)"
+    r" (?:instructions|prompts|rules)\b",
+    r"ignore_instructions: \b(?:ignore|disregard|forget|override|bypass|abandon)\b(?: (?:all|any"
+    r"|every|of|the))* your (?:\w+ )?(?:instructions|rules|programming|guidelines|directives"
+    r"|system prompt|prompt|training|restrictions|limitations|filters|ethics|persona|identity"
+    r"|constraints|policies)\b",
+    r"ignore_instructions: \b(?:ignore|disregard|forget) (?:everything|all|anything)(?: that"
+    r"| you were| you've been| you have been)? (?:above|told|previously|so far|prior to this)\b",
+    r"ignore_instructions: \byour (?:new|real|actual|true|updated) (?:instructions|rules|directives"
+    r"|orders)(?: (?:is|are)\b| ?:)",
+    r"identity_override: \bfrom (?:now|this point|this moment|here) on(?:wards?)?,? you(?: are"
+    r"|'re| will be| shall be| become| must be| will act as| act as| will play| play the role)\b",
+    r"identity_override: \byou(?: are|'re) now (?:an? |the |my )?(?:\w+ ){0,3}?(?:ai|a\.i\."
+    r"|assistant|chatbot|bot|model|language model|llm|gpt|dan|system|persona|character|entity"
+    r"|jailbroken|unrestricted|unfiltered|uncensored)\b",
+    r"identity_override: \byou(?: are|'re) no longer (?:an? |the )?(?:bound|restricted|limited"
+    r"|required|subject|claude|chatgpt|gpt|ai|assistant|chatbot|model|language model)\b",
+    r"identity_override: \byour (?:new )?(?:identity|persona) is now\b",
+    r"identity_override: \byour new (?:identity|persona) is\b",
+    r"identity_override: \byou (?:must|will|shall|should) (?:now )?(?:forget|abandon|drop"
+    r"|discard) (?:that you are|who you are|your (?:identity|persona|character|name|role"
+    r"|personality))\b",
+    r"role_marker: (?:^|\n|[.!?;] )[\[(#* ]*(?:system|sys)(?: (?:prompt|message|note|override"
+    r"|instructions?|notice|update))?[\])* ]*:",
+    r"role_marker: (?:^|\n|[.!?;] )[\[(#* ]*developer (?:prompt|message|note|override"
+    r"|instructions?)[\])* ]*:",
+    r"prompt_tag: <\|[^|<>\n]{0,30}\|>",
+    r"prompt_tag: \[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>",
+    r"prompt_tag: <\s*/?\s*(?:system|sys|system[ _-]?prompt|instructions?|untrusted[ _-]?memories"
+    r"|memories|assistant|im_start|im_end)\s*>",
+    r"system_prompt: \b(?:reveal|print|show|repeat|output|display|leak|dump|recite|echo|tell me"
+    r"|give me|write out|spell out)(?: me| us)?(?: (?:your|the|all|of|entire|full|whole|exact"
+    r"|original|hidden|secret|initial))* (?:system prompt|system message|system instructions"
+    r"|initial instructions|initial prompt|hidden instructions|hidden prompt|original instructions"
+    r"|original prompt|instructions above|prompt above|developer message|pre-?prompt)\b",
+    r"system_prompt: \b(?:new|updated|revised|real|actual|true|override|overriding) system"
+    r" (?:prompt|message|instructions?)\b",
+    r"system_prompt: \b(?:this|the following|below|here) is (?:your|the|a) (?:new |updated |real )?"
+    r"system (?:prompt|message)\b",
+    r"system_prompt: \b(?:role-?play|role play|play the role of|act as|pretend to be|impersonate)"
+    r" (?:the |your )?(?:system prompt|system message|openai|anthropic|your (?:creator|developer)s?)"
+    r"\b",
+    r"system_prompt: \b(?:role-?play|role play|play the role of|act as|pretend to be|impersonate)"
+    r" (?:the )?system\b",
+    r"unrestricted_mode: \byou(?: are|'re)?(?: now)? (?:in|entering|running in|operating in"
+    r"|switched to|switching to|now in) (?:developer|dan|jailbreak|jailbroken|unrestricted"
+    r"|unfiltered|uncensored|evil) mode\b",
+    r"unrestricted_mode: \b(?:enter|enable|activate|switch to|turn on|unlock|engage)(?: the)?"
+    r" (?:dan|jailbreak|jailbroken|unrestricted|unfiltered|uncensored|evil) mode\b",
+    r"unrestricted_mode: \b(?:act|behave|respond|answer|reply) as (?:\w+ ){0,2}with (?:developer"
+    r"|dan|jailbreak) mode\b",
+    r"unrestricted_mode: \bdeveloper mode (?:output|response|policy|policies)\b",
+    r"unrestricted_mode: \bdo anything now\b",
+    r"unrestricted_mode: \b(?:an? )?(?:ai|assistant|model|chatbot|llm|bot)(?: \w+){0,2} (?:with no"
+    r"|without(?: any)?|free (?:of|from)|that has no|not bound by|unbound by) (?:restrictions"
+    r"|limits|limitations|rules|filters|censorship|guidelines|content polic(?:y|ies)|ethics"
+    r"|ethical guidelines|morals|boundaries|safety)\b",
+    r"unrestricted_mode: \b(?:unrestricted|unfiltered|uncensored|jailbroken|amoral|unaligned)"
+    r" (?:ai|assistant|model|chatbot|llm|bot|mode|version|persona)\b",
+    r"unrestricted_mode: \bjailbreak(?:ing|ed)? (?:you|yourself|the ai|this ai|the model"
+    r"|the assistant|chatgpt|claude|gpt)\b",
+    r"unrestricted_mode: \b(?:no|without) (?:any )?(?:ethical|moral|safety|content) (?:restrictions"
+    r"|limits|guidelines|filters|constraints|boundaries)\b",
+    r"unrestricted_mode: \b(?:bypass|disable|remove|turn off|ignore|circumvent|override) (?:all )?"
+    r"your (?:safety|content) (?:filters?|guidelines|restrictions|protocols|policy|policies"
+    r"|measures|settings)\b",
+)
+SAFETY_PATTERNS_ZH: tuple[str, ...] = (
+    r"ignore_instructions: (?:忽略|无视|忽视|不要理会|不要管|别管|不用管|跳过|忘记|忘掉|抛开|丢弃"
+    r"|覆盖|绕过|撤销|推翻)(?:掉)?(?:你)?(?:之前|以前|先前|此前|上面|以上|前面|上述|原来|原有|原先"
+    r"|原本|最初|所有|全部|一切|你的|系统|开发者)(?:的)?(?:所有|全部|一切)?(?:的)?(?:指令|指示|规则"
+    r"|提示|提示词|设定|命令|规定|人设|安全规则|安全限制|程序|编程|训练|准则|规范)",
+    r"ignore_instructions: 你的(?:新|真正的|最新的|实际的)(?:指令|规则|设定)(?:是|为|如下)",
+    r"ignore_instructions: (?:新的?|更新后?的)(?:系统)?指令(?:是|为|如下|:)",
+    r"ignore_instructions: 以下(?:是|为)(?:你的)?(?:新的?|最新的?|真正的)(?:指令|规则|设定|人设)",
+    r"identity_override: 从(?:现在|此刻|这一刻)(?:开始|起|以后|往后)?,?(?:你|您)(?:就|将|要|必须"
+    r"|只能)?(?:是|扮演|成为|变成|充当|作为)",
+    r"identity_override: 你(?:现在|如今|此刻)(?:就|已经|已)?是(?!不是|否)(?:一个|一名|一位|一只|一款"
+    r"|一台|个|名|位|只|款)?[^,。.!?;]{0,12}?(?:ai|人工智能|助手|机器人|模型|系统|程序|dan|gpt"
+    r"|没有限制|不受限制|无限制|没有任何限制|不受任何限制|邪恶|另一个人格|新的人格|新人格)",
+    r"identity_override: 你不再是(?:一个|一名)?(?:ai|人工智能|助手|机器人|模型|语言模型|chatgpt|gpt"
+    r"|claude)",
+    r"identity_override: 你的新(?:身份|名字|人设|角色|人格|性格)(?:是|为|叫)",
+    r"identity_override: 你的(?:身份|人设|角色|人格)(?:现在|已经)?(?:变成|改为|改成)",
+    r"identity_override: (?:忘记|忘掉|抛弃|放弃)(?:你的|你是)(?:身份|人设|角色|人格|设定|名字|谁)",
+    r"role_marker: (?:^|\n|[。!?;.] ?)[\[【(#* ]*(?:系统|系统提示|系统提示词|系统消息|系统指令"
+    r"|开发者消息|开发者指令|管理员指令)[\]】)* ]*:",
+    r"system_prompt: (?:输出|显示|告诉我|重复|打印|泄露|透露|展示|给我看|念出|说出|复述)(?:一下|一遍"
+    r"|出来|出)?(?:你的|你|全部|所有|完整的?)*(?:的)?(?:系统提示词?|系统指令|系统消息|初始指令"
+    r"|初始提示词?|原始指令|原始提示词?|隐藏指令|隐藏的指令|预设提示词?|设定提示词?)",
+    r"system_prompt: (?:新的?|更新后?的|真正的)系统(?:提示词?|指令|消息|设定)",
+    r"system_prompt: (?:扮演|冒充|假装成|假扮成?)(?:你的)?(?:系统提示词?|系统|openai|anthropic)",
+    r"system_prompt: 以下(?:是|为)(?:你的)?(?:新的?)?系统(?:提示词?|指令|消息)",
+    r"unrestricted_mode: 你(?:现在|已经|已|将|要)?(?:进入|处于|开启|启用|激活|切换到|切换至|运行在"
+    r"|在)(?:了)?(?:开发者|开发人员|越狱|上帝|无限制|无审查|dan|管理员|调试|root)模式",
+    r"unrestricted_mode: (?:进入|开启|启用|激活|切换到|打开)(?:了)?(?:越狱|无限制|无审查|dan)模式",
+    r"unrestricted_mode: (?:没有|不受|无|解除了?|去掉了?|取消了?|摆脱了?)(?:任何|一切|所有)?(?:限制"
+    r"|约束|审查|过滤|道德|规则|伦理|安全限制)(?:的)?(?:ai|人工智能|助手|模型|机器人|聊天机器人|智能体"
+    r"|版本|语言模型)",
+    r"unrestricted_mode: 解除(?:你的|你)(?:所有|全部|一切)?(?:的)?(?:安全)?(?:限制|约束|审查|过滤"
+    r"|封印)",
+    r"unrestricted_mode: (?:不受|无视|绕过|突破)(?:任何|一切|所有)?(?:的)?(?:安全|内容|道德|伦理)?"
+    r"(?:政策|准则|规则|审查|过滤|限制)(?:地|的)?(?:回答|回复|输出|说话)",
+    r"unrestricted_mode: 越狱(?:你|模式|版本|提示)",
+)
+_PATTERN_ENTRY = re.compile(r"([a-z][a-z0-9_]*): (.+)", re.DOTALL)
+
+
+def parse_patterns(entries: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``("rule: regex", ...)`` -> ``[(rule, regex), ...]``; ValueError naming the entry."""
+    out = []
+    for i, entry in enumerate(entries):
+        m = _PATTERN_ENTRY.fullmatch(entry) if isinstance(entry, str) else None
+        if not m:
+            raise ValueError(f"entry {i} must read 'rule_name: regular expression' (got {entry!r})")
+        try:
+            re.compile(m.group(2))
+        except re.error as exc:
+            raise ValueError(f"entry {i} ({entry!r}): not a valid regular expression ({exc})"
+                             ) from None
+        out.append((m.group(1), m.group(2)))
+    return out
+
+
+class SafetyConfig(_Section):
+    refuse_hijack_writes: bool = _f(
+        True, "Refuse a write whose checked fields match a hijack pattern (UnsafeWrite naming the "
+        "field, rule and pattern; a memory_audit row; nothing else written). The spec's "
+        "identity_attack_flags (§12).", stage="ingest", spec="reverie §12")
+    hijack_patterns_en: tuple[str, ...] = _f(
+        SAFETY_PATTERNS_EN, "English hijack patterns, 'rule: regex', matched on the normalised "
+        "text (memlab.safety.canonical: lower case, look-alikes folded). The spec names the "
+        "attack (ignore previous instructions, role-play of the system prompt) without a list: "
+        "memlab's choice, rules ignore_instructions, identity_override, role_marker, prompt_tag, "
+        "system_prompt, unrestricted_mode.", stage="ingest", spec="reverie §10, §12")
+    hijack_patterns_zh: tuple[str, ...] = _f(
+        SAFETY_PATTERNS_ZH, "Chinese hijack patterns, 'rule: regex', matched on the normalised "
+        "text (simplified characters, no space between CJK characters, full-width punctuation "
+        "folded: '：' is ':'). memlab's choice, same rules as hijack_patterns_en.",
+        stage="ingest", spec="reverie §10, §12")
+    checked_fields: tuple[str, ...] = _f(
+        ("text", "speaker", "source_quote", "tags"), "String fields of a write that the hijack "
+        "patterns check (text is the one injected; the others are shown with it). memlab's "
+        "choice.", stage="ingest")
+    match_despaced: bool = _f(
+        True, "When a text spells words out letter by letter ('i g n o r e a l l ...': three or "
+        "more single characters between single spaces), also match it with every space removed "
+        "against the patterns without open-ended wildcards, their spaces removed. memlab's "
+        "choice.", stage="ingest")
+    guard_user_message: bool = _f(
+        True, "Injection guard: a user message that matches a hijack pattern skips recall for "
+        "that turn (MemoryStore.guarded_recall; §10 'guard.memory_safe').", stage="runtime",
+        spec="reverie §10")
+    audit_excerpt_chars: int = _f(
+        160, "Characters of the normalised text kept around the match in a memory_audit row. "
+        "memlab's choice.", ge=1, le=100_000, stage="runtime")
+    untrusted_label: str = _f(
+        "[unverified web content] ", "Prefix of a memory with source_type 'untrusted_web' in the "
+        "prompt block, so that it is never read as one of the block's facts (§12: web content "
+        "never becomes truth). memlab's choice.", stage="runtime", spec="reverie §12")
+
+    @field_validator("hijack_patterns_en", "hijack_patterns_zh", mode="after")
+    @classmethod
+    def _valid_patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        parse_patterns(v)
+        return v
+
+    @field_validator("checked_fields", mode="after")
+    @classmethod
+    def _string_fields(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        allowed = ("text", "speaker", "source_quote", "tags", "source_uri", "session_id",
+                   "fact_key")
+        bad = [f for f in v if f not in allowed]
+        if bad:
+            raise ValueError(f"unknown field {bad[0]!r}; one of {allowed}")
+        return v
+
+
 class FuzzyConfig(_Section):
     enabled: bool = _f(False, "Fuzzy recall (audited misremembering) on.", spec="reverie §9.2")
     probability: float = _f(0.05, "Chance a recalled memory's entity is swapped. memlab's choice.",
@@ -712,6 +901,7 @@ class MemlabConfig(_Section):
     ttl: TTLConfig = TTLConfig()
     vram: VRAMConfig = VRAMConfig()
     fuzzy: FuzzyConfig = FuzzyConfig()
+    safety: SafetyConfig = SafetyConfig()
     baselines: BaselinesConfig = BaselinesConfig()
     bench: BenchConfig = BenchConfig()
 

@@ -30,6 +30,27 @@ class InvalidInput(MemlabError, ValueError):
         super().__init__(f"{field}: {rule} (got {shown!r})")
 
 
+class UnsafeWrite(InvalidInput):
+    """A write refused because a field reads as an attempt to hijack the assistant's identity or
+    instructions (Reverie §10, §12: ``identity_attack_flags``), matched after normalisation
+    (:mod:`memlab.safety`). Names the field, the safety rule and the pattern that matched, and an
+    excerpt of the normalised text around the match. Nothing of the write is stored; the refusal
+    itself is recorded as a ``memory_audit`` row.
+
+    ``safety_rule``: the rule's name (``ignore_instructions``, ``identity_override``, ...);
+    ``pattern``: the configured pattern that matched; ``excerpt``: the normalised text around the
+    match; ``agent_id``/``user_id``: the owner of the refused write (None when unknown).
+    """
+
+    def __init__(self, field: str, safety_rule: str, pattern: str, excerpt: str, *,
+                 agent_id: str | None = None, user_id: str | None = None) -> None:
+        self.safety_rule, self.pattern, self.excerpt = safety_rule, pattern, excerpt
+        self.agent_id, self.user_id = agent_id, user_id
+        super().__init__(field, f"refused: reads as an attempt to hijack the assistant's identity "
+                         f"or instructions (safety rule {safety_rule!r}, pattern {pattern!r})",
+                         excerpt)
+
+
 class InvalidCell(InvalidInput):
     """A (scope, category) pair outside Familiars' VALID_CELLS."""
 

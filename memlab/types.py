@@ -17,6 +17,9 @@ LIFECYCLE_STATES = ("active", "expired", "superseded")
 #: that version (another embedder version embeds it).
 EMBEDDING_STATUSES = ("pending", "ready", "none")
 EPISTEMIC_STATUSES = ("asserted", "inferred", "speculative")
+#: source_type of content from the web: stored as speculative, never permanent, pinned or a fact
+#: revision, and labelled unverified in the prompt block (memlab.safety.screen, Reverie §12)
+UNTRUSTED_WEB = "untrusted_web"
 
 #: integer codes of the layers in the raw-signal table and the in-process indexes
 LAYER_CODES = {"permanent": 0, "long_term": 1, "short_term": 2}

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from memlab.recall.inject import render_prompt_block
-from memlab.types import MemoryRecord
+from memlab.types import UNTRUSTED_WEB, MemoryRecord
 
 
 @dataclass(frozen=True)
@@ -18,8 +18,10 @@ class RecallResult:
 
     ``frame`` has one row per memory: rank, id, text, score and every component of the formula
     (``explain``; a DataFrame built on first access from ``explain``, the same columns as arrays).
-    ``empty_reason`` says why nothing came back (nothing stored, nothing relevant). ``notes`` lists
-    degradations (e.g. the embedder was unavailable: lexical recall only).
+    ``empty_reason`` says why nothing came back (nothing stored, nothing relevant, the injection
+    guard). ``notes`` lists degradations (e.g. the embedder was unavailable: lexical recall only).
+    ``untrusted_label`` (``safety.untrusted_label``) prefixes the memories whose ``source_type``
+    is ``untrusted_web`` in the prompt block: web content is never one of its facts (§12).
     """
 
     query: str
@@ -28,6 +30,7 @@ class RecallResult:
     prompt_max_items: int = 20
     empty_reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    untrusted_label: str = ""
 
     def __len__(self) -> int:
         return len(self.memories)
@@ -57,7 +60,9 @@ class RecallResult:
 
     def to_prompt(self) -> str:
         """The §10 block (empty string when nothing was recalled)."""
-        return render_prompt_block(self.texts, max_items=self.prompt_max_items)
+        texts = [self.untrusted_label + m.text if m.source_type == UNTRUSTED_WEB else m.text
+                 for m in self.memories]
+        return render_prompt_block(texts, max_items=self.prompt_max_items)
 
     def _repr_html_(self) -> str:  # Jupyter
         if not self.memories:

@@ -21,6 +21,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, StoreError, StoreInconsistent
 from memlab.types import MemoryRecord
 
+from .audit import AuditLog
 from .cache import EmbeddingCache, FreshVectors
 from .connect import Connection, connect, transaction
 from .exact import ExactIndex
@@ -93,7 +94,8 @@ class Store:
     """An opened store. Use :meth:`Store.open`.
 
     Attributes: ``conn``, ``repo`` (:class:`Repository`), ``embeddings`` (:class:`EmbeddingCache`),
-    ``vectors`` (:class:`VectorCache` of the embedder's version, or None without an embedder),
+    ``audit`` (:class:`AuditLog`, the ``memory_audit`` rows), ``vectors``
+    (:class:`VectorCache` of the embedder's version, or None without an embedder),
     ``dense`` (:class:`DenseView`, or None), ``vector_check`` (the :class:`VectorState` found
     when the vector table was checked at open: lost vectors are found and their memories marked
     pending; or None). Recall reads candidates and signals from :meth:`signals`, all of its reads
@@ -105,6 +107,7 @@ class Store:
         self.conn, self.path, self.config = conn, path, config
         self.repo = Repository(conn, config=config)
         self.embeddings = EmbeddingCache(conn)
+        self.audit = AuditLog(conn)
         self.vectors: VectorCache | None = None
         self.dense: DenseView | None = None
         self.vector_check: VectorState | None = None

@@ -44,6 +44,9 @@ queued or leased job per key: a partial unique index), the owner (``agent_id``, 
 its source memory, deleted with it); ``memory_contradictions`` (two active memories of one owner with
 one fact key and different texts, found by the evidence check; ``resolved_at`` once either is no
 longer active).
+
+Version 5 (safety, :mod:`memlab.safety`): ``memory_audit``, one row per refusal of the safety
+checks (:mod:`memlab.store.audit`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from memlab.errors import StoreError
 from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUSES,
                           LIFECYCLE_STATES, RETENTION_LAYERS, SCOPES, CATEGORIES)
 
+from .audit import AUDIT_TABLE_SQL
 from .cache import CACHE_TABLE_SQL
 from .connect import Connection, db_path, transaction
 from .snapshot import read_snapshot
@@ -292,6 +296,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (3, "embedding_status 'none': the embedder gives the text no vector",
      (_allow_embedding_status_none,)),
     (4, "fold jobs: leases, results, errors, dedup keys; atoms; contradictions", _V4),
+    (5, "memory_audit: refusals of the safety checks", AUDIT_TABLE_SQL),
 )
 
 LATEST = MIGRATIONS[-1][0]

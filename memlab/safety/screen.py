@@ -1,0 +1,82 @@
+"""What a write must pass before anything of it is stored (Reverie §12), one pure call per item.
+
+:func:`screen_write` is called by ``MemoryStore.add_many`` for each item, after the text and the
+owner are validated and before a record is built:
+
+- **hijack refusal** (``safety.refuse_hijack_writes``): each of ``safety.checked_fields`` (the text
+  and, by default, speaker, source quotes and tags) is matched against the hijack rules
+  (:mod:`memlab.safety.rules`); a match raises :class:`~memlab.errors.UnsafeWrite` naming the
+  field, the rule and the pattern. The caller records the refusal (``memory_audit``) and writes
+  nothing else;
+- **untrusted web content never becomes truth** (``source_type == "untrusted_web"``, the spec's
+  "网页来源打 untrusted_web 标记且永远不进入真相源"). memlab's choice of what "truth" means here,
+  since memlab keeps one table of memories (no separate retention layer): such a memory is stored
+  with ``epistemic_status = "speculative"`` (an explicit ``asserted`` or ``inferred`` is refused),
+  never in the permanent layer, never pinned, never with a ``fact_key`` or ``supersedes`` (so it
+  never enters or replaces the history of a fact), and the prompt block labels it
+  ``safety.untrusted_label`` (:class:`~memlab.recall.result.RecallResult`), so it is never one of
+  the block's "facts". Each refusal is an :class:`~memlab.errors.InvalidInput` naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+from memlab.config import SafetyConfig
+from memlab.errors import InvalidInput, UnsafeWrite
+from memlab.safety.rules import excerpt, find_hijack
+from memlab.types import UNTRUSTED_WEB
+
+__all__ = ["screen_write", "UNTRUSTED_WEB"]
+
+_UNTRUSTED_RULE = "source_type 'untrusted_web' never becomes truth (Reverie §12)"
+
+
+def _strings(value: Any, field: str) -> Iterator[tuple[str, str]]:
+    """(field path, string) of a field: a string, or each string of a list or tuple."""
+    if isinstance(value, str):
+        yield field, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if isinstance(v, str):
+                yield f"{field}[{i}]", v
+
+
+def screen_write(text: str, fields: Mapping[str, Any], cfg: SafetyConfig, *,
+                 where: str) -> dict[str, Any]:
+    """The item's other ``fields`` as they are to be stored, or a refusal.
+
+    ``text``: the validated memory text; ``fields``: the rest of the item (``agent_id`` and
+    ``user_id`` already resolved: they are named in the error); ``where``: the item's name in
+    errors (``items[3]``).
+
+    Raises:
+        UnsafeWrite: a checked field matches a hijack rule.
+        InvalidInput: untrusted web content asks to become truth (permanent, pinned, a fact,
+            superseding a memory, or asserted).
+    """
+    out = dict(fields)
+    if cfg.refuse_hijack_writes:
+        for name in cfg.checked_fields:
+            value = text if name == "text" else out.get(name)
+            for path, s in _strings(value, f"{where}.{name}"):
+                hit = find_hijack(s, cfg)
+                if hit is not None:
+                    raise UnsafeWrite(path, hit.rule, hit.pattern,
+                                      excerpt(hit, cfg.audit_excerpt_chars),
+                                      agent_id=out.get("agent_id"), user_id=out.get("user_id"))
+    if out.get("source_type") == UNTRUSTED_WEB:
+        layer = out.get("layer") or out.get("retention_layer")
+        if layer == "permanent":
+            raise InvalidInput(f"{where}.layer", f"{_UNTRUSTED_RULE}: never the permanent layer",
+                               layer)
+        for name in ("pinned", "fact_key", "supersedes"):
+            if out.get(name):
+                raise InvalidInput(f"{where}.{name}", f"{_UNTRUSTED_RULE}: it cannot be "
+                                   f"{'pinned' if name == 'pinned' else 'given ' + name}",
+                                   out[name])
+        status = out.setdefault("epistemic_status", "speculative")
+        if status != "speculative":
+            raise InvalidInput(f"{where}.epistemic_status", f"{_UNTRUSTED_RULE}: it is stored as "
+                               "'speculative'", status)
+    return out
