@@ -220,8 +220,12 @@ class Store:
 
     def add(self, records: Sequence[MemoryRecord], *, terms: Sequence[Sequence[str]],
             entities: Sequence[Sequence[str]], vectors: Any = None,
-            fresh: Sequence[FreshVectors] = ()) -> list[MemoryRecord]:
+            fresh: Sequence[FreshVectors] = (), replacing: Sequence[str] = ()
+            ) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
+
+        ``replacing``: ids of memories deleted in the same transaction (a character card's
+        re-sync: the old anchors go as the new ones come, or neither).
 
         ``fresh``: vectors embedded and not cached yet (these records' texts, :meth:`lookup_cached`;
         the background sample), written to the embedding cache in the same transaction: a refused
@@ -233,13 +237,16 @@ class Store:
         """
         records = list(records)
         if vectors is None:
-            self.repo.add(records, terms=terms, entities=entities)
+            with transaction(self.conn):
+                self.repo.delete(replacing)
+                self.repo.add(records, terms=terms, entities=entities)
             return records
         if self.vectors is None:
             raise InvalidInput("vectors", "given, but the store has no embedder (its version "
                                "names the vector table)", "vectors without embedder")
         none, arr = self._split_empty(vectors, len(records))
         with transaction(self.conn):
+            self.repo.delete(replacing)
             rowids = self.repo.add(records, terms=terms, entities=entities)
             applied = self._put(rowids, none, arr)
             for f in fresh:

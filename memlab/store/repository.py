@@ -305,6 +305,13 @@ class Repository:
         _check_found(ids, at, agent_id, user_id)
         return [from_row(rows[i]) for i in ids]
 
+    def by_source(self, source_type: str, *, agent_id: str, user_id: str) -> list[MemoryRecord]:
+        """Records of one agent and user written from one source (``source_type``: e.g. the
+        character card's anchors), oldest rowid first."""
+        return [from_row(r) for r in self.conn.execute(
+            f"{_SELECT} WHERE agent_id = ? AND user_id = ? AND source_type = ? ORDER BY rowid",
+            (agent_id, user_id, source_type))]
+
     def get_rows(self, rowids: Sequence[int]) -> list[MemoryRecord]:
         """Records by rowid, in input order; an unknown rowid raises InvalidInput."""
         return [from_row(r) for r in self._by_rowid(_SELECT, rowids)]
