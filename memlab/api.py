@@ -24,6 +24,7 @@ from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidCell, Invali
 from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
+from memlab.recall.fuzzy import fuzz_recall
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
@@ -36,6 +37,7 @@ from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term
                                      score_importance)
 from memlab.write.card import SOURCE_TYPE as CARD_SOURCE
 from memlab.write.card import CardSync, anchor_items, load_card, plan_sync
+from memlab.write.correction import CorrectionResult, resolve_user_correction
 
 log = logging.getLogger("memlab")
 
@@ -274,8 +276,14 @@ class MemoryStore:
             background = self.background(notes)
             qv = None if background is None else qv
         # every read of the store from here on sees one committed state (Store.read)
-        return self._store.read(
+        result = self._store.read(
             lambda: self._recall_read(query, qv, scope, now, k, notes, background))
+        if cfg.fuzzy.enabled:   # §9.2: a projection of the texts, each swap logged
+            result = fuzz_recall(result, store=self._store, agent_id=scope.agent_id,
+                                 user_id=scope.user_id, at=now, cfg=cfg.fuzzy)
+            self.stats["fuzzy: memories projected"] += len(result)
+            self.stats["fuzzy: swaps"] += len(result.swaps)
+        return result
 
     def _recall_read(self, query: str, qv: np.ndarray | None, scope: Scope, now: float, k: int,
                      notes: list[str], background: Background | None) -> RecallResult:
@@ -299,6 +307,29 @@ class MemoryStore:
             "nothing relevant enough: every candidate is below the relevance floor or forgotten")
         return RecallResult(query, memories, frame, cfg.selection.prompt_max_items, reason,
                             tuple(notes))
+
+    def resolve_user_correction(self, message: str, *, agent_id: str | None = None,
+                                user_id: str | None = None, clock: Clock | None = None
+                                ) -> CorrectionResult | None:
+        """Roll back the misremembering the user's ``message`` corrects, if any (§9.2,
+        :func:`memlab.write.correction.resolve_user_correction`): the swap is marked resolved
+        and the true memory gains ``fuzzy.correction_bonus`` importance (clamped at 1)."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        got = resolve_user_correction(self._store, message, agent_id=agent_id, user_id=user_id,
+                                      clock=clock or self.clock, cfg=self.config)
+        if got is not None:
+            self.stats["fuzzy: corrections"] += 1
+        return got
+
+    def fuzzy_rates(self) -> dict[str, float]:
+        """This store object's fuzzy recall counters: memories projected, swaps, corrections,
+        fuzz rate (swaps / projected) and correction rate (corrections / swaps); NaN for 0/0.
+        Per owner from the persistent log: :func:`memlab.recall.fuzzy.fuzzy_report`."""
+        projected = self.stats["fuzzy: memories projected"]
+        swaps, fixed = self.stats["fuzzy: swaps"], self.stats["fuzzy: corrections"]
+        return {"projected": projected, "swaps": swaps, "corrections": fixed,
+                "fuzz_rate": swaps / projected if projected else math.nan,
+                "correction_rate": fixed / swaps if swaps else math.nan}
 
     def features(self, queries: Sequence[str], *, k: int, now: float,
                  query_vectors: np.ndarray | None = None, agent_id: str | None = None,

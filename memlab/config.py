@@ -524,10 +524,20 @@ class FuzzyConfig(_Section):
         "(§9.2: 身份、生日、承诺). Case-insensitive; English ones as whole words.",
         stage="runtime", spec="reverie §9.2")
     correction_cues: tuple[str, ...] = _f(
-        ("不是", "不对", "错了", "记错", "搞错", "弄错", "说错", "其实是", "应该是", "no",
-         "not", "wrong", "actually", "it was", "that's not", "mistaken", "mistake", "i said"),
-        "A user message with one of these and the name of a swapped entity (or its true one) "
-        "corrects that swap. Case-insensitive; English ones as whole words.",
+        ("不对", "错了", "记错", "搞错", "弄错", "说错", "wrong", "mistake", "mistaken",
+         "not right", "incorrect"),
+        "Cues that a user message corrects something (with a negation it makes the message a "
+        "correction of a swap whose entity it names). Case-insensitive; English as whole words.",
+        stage="runtime", spec="reverie §9.2")
+    correction_negations: tuple[str, ...] = _f(
+        ("不是", "并不是", "没有", "no", "not", "isn't", "wasn't", "never"),
+        "Negations: a correction cue too, and right before an entity ('不是泰拉瑞亚') they name "
+        "the wrongly shown one, which picks that swap first.", stage="runtime",
+        spec="reverie §9.2")
+    correction_affirmations: tuple[str, ...] = _f(
+        ("是", "其实是", "应该是", "it was", "it's", "it is", "actually"),
+        "Right before an entity ('不对，是星露谷', 'it was Stardew') they name the true one, which "
+        "picks that swap first (elsewhere they are no cue: '是' is in most Chinese sentences).",
         stage="runtime", spec="reverie §9.2")
     correction_window_seconds: float = _f(
         86_400.0, "Only swaps logged this recently can be corrected (a correction answers the "

@@ -19,7 +19,9 @@ class RecallResult:
     ``frame`` has one row per memory: rank, id, text, score and every component of the formula
     (``explain``; a DataFrame built on first access from ``explain``, the same columns as arrays).
     ``empty_reason`` says why nothing came back (nothing stored, nothing relevant). ``notes`` lists
-    degradations (e.g. the embedder was unavailable: lexical recall only).
+    degradations (e.g. the embedder was unavailable: lexical recall only). ``swaps``: the
+    entities fuzzy recall misremembered in these texts (:mod:`memlab.recall.fuzzy`; the store
+    holds the true texts).
     """
 
     query: str
@@ -28,6 +30,7 @@ class RecallResult:
     prompt_max_items: int = 20
     empty_reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    swaps: tuple[Any, ...] = field(default_factory=tuple)
 
     def __len__(self) -> int:
         return len(self.memories)

@@ -27,6 +27,7 @@ from .exact import ExactIndex
 from .health import RebuildReport, VectorState, measure_vectors, reconcile_vectors
 from .memindex import MemoryIndex
 from .migrations import check_openable, migrate
+from .recall_log import RecallEvents
 from .repository import Repository
 from .snapshot import in_write_transaction, read_snapshot
 from .vectors import VectorCache, load_meta
@@ -93,6 +94,7 @@ class Store:
     """An opened store. Use :meth:`Store.open`.
 
     Attributes: ``conn``, ``repo`` (:class:`Repository`), ``embeddings`` (:class:`EmbeddingCache`),
+    ``events`` (:class:`~memlab.store.recall_log.RecallEvents`, the recall audit log),
     ``vectors`` (:class:`VectorCache` of the embedder's version, or None without an embedder),
     ``dense`` (:class:`DenseView`, or None), ``vector_check`` (the :class:`VectorState` found
     when the vector table was checked at open: lost vectors are found and their memories marked
@@ -105,6 +107,7 @@ class Store:
         self.conn, self.path, self.config = conn, path, config
         self.repo = Repository(conn, config=config)
         self.embeddings = EmbeddingCache(conn)
+        self.events = RecallEvents(conn)
         self.vectors: VectorCache | None = None
         self.dense: DenseView | None = None
         self.vector_check: VectorState | None = None

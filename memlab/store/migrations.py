@@ -35,6 +35,12 @@ whichever process or code path wrote them. One log row per memory (``INSERT OR R
 Version 3: ``memory_records.embedding_status`` may also be ``'none'``: the embedder named by
 ``embedding_model_version`` gives the text no vector (the hashing embedder on a text without
 terms); such a memory is searched lexically and is not pending for that version.
+
+Version 4 (issue 9's split gives it number 8: renumbered when merged after versions 4-7):
+``memory_recall_events.kind`` (what the event records: ``'fuzzy_swap'`` for a misremembered
+entity, Reverie §9.2) and ``resolved_at`` (when the user's correction rolled it back; NULL while
+unresolved), with an index by (agent_id, user_id, kind, at): a correction looks up the owner's
+latest unresolved swaps without a scan. Existing rows get kind ``''`` and stay unresolved.
 """
 
 from __future__ import annotations
@@ -242,6 +248,12 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (2, "change log of memory_records for the in-process MemoryIndex", _V2),
     (3, "embedding_status 'none': the embedder gives the text no vector",
      (_allow_embedding_status_none,)),
+    (4, "recall events: kind and resolved_at, indexed by owner (fuzzy recall audit)", (
+        "ALTER TABLE memory_recall_events ADD COLUMN kind TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE memory_recall_events ADD COLUMN resolved_at REAL",
+        "CREATE INDEX memory_recall_events_owner ON memory_recall_events "
+        "(agent_id, user_id, kind, at)",
+    )),
 )
 
 LATEST = MIGRATIONS[-1][0]
