@@ -279,8 +279,13 @@ class MemoryStore:
         result = self._store.read(
             lambda: self._recall_read(query, qv, scope, now, k, notes, background))
         if cfg.fuzzy.enabled:   # §9.2: a projection of the texts, each swap logged
-            result = fuzz_recall(result, store=self._store, agent_id=scope.agent_id,
-                                 user_id=scope.user_id, at=now, cfg=cfg.fuzzy)
+            try:
+                result = fuzz_recall(result, store=self._store, agent_id=scope.agent_id,
+                                     user_id=scope.user_id, at=now, cfg=cfg.fuzzy)
+            except StoreError as exc:   # never an unaudited swap: the true texts instead
+                self._degraded(f"fuzzy recall skipped: its audit rows cannot be written "
+                               f"({type(exc).__name__})")
+                return result
             self.stats["fuzzy: memories projected"] += len(result)
             self.stats["fuzzy: swaps"] += len(result.swaps)
         return result

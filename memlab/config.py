@@ -552,6 +552,7 @@ class FuzzyConfig(_Section):
     @classmethod
     def _entity_type_lines(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         seen: set[str] = set()
+        aliases: set[str] = set()
         for line in v:
             name, colon, body = line.partition(":")
             groups = [[a.strip() for a in g.split("/")] for g in body.split("|")]
@@ -561,6 +562,11 @@ class FuzzyConfig(_Section):
             if name.strip() in seen:
                 raise ValueError(f"type {name.strip()!r} is listed twice")
             seen.add(name.strip())
+            for alias in (a.lower() for g in groups for a in g):
+                if alias in aliases:
+                    raise ValueError(f"alias {alias!r} is listed twice (an alias names one "
+                                     f"thing)")
+                aliases.add(alias)
         return v
 
 

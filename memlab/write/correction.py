@@ -111,10 +111,16 @@ def resolve_user_correction(store_or_repo: Any, message: str, *, agent_id: str, 
     repo = getattr(store_or_repo, "repo", store_or_repo)
     events = RecallEvents(repo.conn)
     now = to_unix(clock.now())
-    with transaction(repo.conn):
+
+    def find() -> tuple[list[RecallEvent], RecallEvent | None]:
         recent = events.recent(kind=FUZZY_SWAP, agent_id=agent_id, user_id=user_id,
                                since=now - fz.correction_window_seconds)
-        hit = match_swap(message, recent, cfg=fz)
+        return recent, match_swap(message, recent, cfg=fz)
+
+    if find()[1] is None:      # most messages correct nothing: no write lock for them
+        return None
+    with transaction(repo.conn):
+        recent, hit = find()   # again under the lock: another writer may have resolved it
         if hit is None:
             return None
         memory_id = hit.meta["memory_id"]

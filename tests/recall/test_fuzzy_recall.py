@@ -208,3 +208,39 @@ def test_bench_is_untouched_by_fuzzy(tiny_bench_folder, hashing_cfg):
     off_res, on_res = out.results
     pd.testing.assert_frame_equal(off_res.per_query, on_res.per_query)
     assert off_res.rankings == on_res.rankings
+
+
+class _ReadOnlyLog:
+    """The store's audit log on a file that cannot be written (a fake: log raises, reads work)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def log(self, **kw):
+        from memlab.errors import ReadOnlyStore
+        raise ReadOnlyStore("m.db: attempt to write a readonly database")
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_no_unaudited_swap_when_the_log_cannot_be_written():
+    with _store() as st_:
+        st_._store.events = _ReadOnlyLog(st_._store.events)
+        res = st_.recall(QUERY, k=4)
+        assert res.swaps == () and sorted(res.texts) == sorted(t for _, t, _ in GAMES)
+        assert st_.stats["degraded: fuzzy recall skipped: its audit rows cannot be written "
+                         "(ReadOnlyStore)"] == 1
+
+
+@pytest.mark.parametrize("lines, rule", [
+    (["game 星露谷"], "each entry is 'type: a / alias"),
+    (["game: 星露谷 | | 泰拉瑞亚"], "no empty type, group or alias"),
+    (["game: 星露谷", "game: 泰拉瑞亚"], "type 'game' is listed twice"),
+    (["game: Stardew | 泰拉瑞亚", "food: stardew"], "alias 'stardew' is listed twice"),
+])
+def test_entity_types_are_validated(lines, rule):
+    from memlab.errors import ConfigError
+    with pytest.raises(ConfigError, match="fuzzy.entity_types") as err:
+        BASE.replace(**{"fuzzy.entity_types": lines})
+    assert rule in str(err.value)
