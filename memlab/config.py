@@ -517,6 +517,11 @@ class FuzzyConfig(_Section):
         "store", "Where the replacement comes from: 'store' (spec: an entity of the same type "
         "named by another memory of the same agent and user; none, no swap) or 'lexicon' (any "
         "other group of the type in fuzzy.entity_types).", stage="runtime", spec="reverie §9.2")
+    titles: bool = _f(
+        True, "Titles in 《》 (memlab's entity extractor) that hold no fuzzy.entity_types entity "
+        "are entities of one type 'title', swapped for a title another memory of the owner "
+        "names (§9.2's example: 《星露谷》 -> 《泰拉瑞亚》). memlab's choice.", stage="runtime",
+        spec="reverie §9.2")
     protected_markers: tuple[str, ...] = _f(
         ("生日", "纪念日", "约定", "承诺", "答应", "保证", "发誓", "birthday", "anniversary",
          "promise", "promised", "vow", "swear"),

@@ -52,6 +52,12 @@ November December User Assistant Can Could Would Should Will Let Lets Tell Remem
 First Next After Before Since""".split())
 
 
+def title_spans(text: str) -> list[tuple[str, int, int]]:
+    """The titles in 《》 (the extractor's title rule) with the start and end of each inside the
+    text: ``[("星露谷物语", 1, 6)]`` for "《星露谷物语》"."""
+    return [(m.group(1), m.start(1), m.end(1)) for m in _ZH_TITLE.finditer(text)]
+
+
 def extract_entities(text: str, *, min_chars: int = 2) -> list[str]:
     """Named things in a text, found by rules (no model), lower-cased, first-seen order.
 

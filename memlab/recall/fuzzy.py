@@ -4,10 +4,13 @@
 都是游戏）：替换结果是当轮投影，SQLite 里的原文本一字不动；每次记错都写入 memory_recall_events 审计表"
 
 After selection (the ranking is untouched), each recalled memory is, with probability
-``fuzzy.probability``, misremembered: one of its typed entities (``fuzzy.entity_types``, read by
-:class:`memlab.text.EntityLexicon`) is replaced, in the text recall returns and the prompt block
-only, by an entity of the same type that another memory of the same agent and user names
-(``fuzzy.pool = "store"``; or any other of the type: ``"lexicon"``). Never fuzzed (§9.2:
+``fuzzy.probability``, misremembered: one of its typed entities is replaced, in the text recall
+returns and the prompt block only, by an entity of the same type that another memory of the same
+agent and user names (``fuzzy.pool = "store"``; or any other of the type: ``"lexicon"``). Types:
+the groups of ``fuzzy.entity_types`` (:class:`memlab.text.EntityLexicon`, zh and en aliases of one
+thing: 星露谷物语 / Stardew Valley), and (``fuzzy.titles``) the titles memlab's entity extractor
+finds in 《》, one type ``title`` (the spec's own example: 《星露谷》 -> 《泰拉瑞亚》), always
+replaced by a title another memory names. Never fuzzed (§9.2:
 身份、生日、承诺、重要度≥0.9): permanent memories, importance >= ``fuzzy.protected_importance``,
 texts holding a ``fuzzy.protected_markers`` word, and (``fuzzy.corrected_stay_true``) memories
 whose swap the user already corrected.
@@ -32,7 +35,7 @@ import pandas as pd
 
 from memlab.config import FuzzyConfig
 from memlab.store.recall_log import FUZZY_SWAP
-from memlab.text import EntityLexicon, alias_pattern, mentions, spelling
+from memlab.text import EntityLexicon, alias_pattern, mentions, spelling, title_spans
 from memlab.types import MemoryRecord
 
 from .result import RecallResult
@@ -85,14 +88,38 @@ def draw(seed: int, *, agent_id: str, user_id: str, query: str, at: float,
     return random.Random(int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big"))
 
 
-Pool = Callable[[str, MemoryRecord, set[int]], list[int]]
+TITLE = "title"
+
+
+@dataclass(frozen=True, order=True)
+class Entity:
+    """A typed entity: its type and its aliases (a lexicon group; a 《title》 has one)."""
+
+    type: str
+    aliases: tuple[str, ...]
+
+
+def entities_in(text: str, *, lexicon: EntityLexicon, titles: bool
+                ) -> list[tuple[Entity, str]]:
+    """(entity, the text's spelling) of each typed entity in ``text``: lexicon groups, then
+    (``titles``) the extractor's 《》 titles that hold no lexicon entity, typed ``title``."""
+    found = [(Entity(m.type, lexicon.groups[m.group][1]), m.surface, m.start, m.end)
+             for m in lexicon.find(text)]
+    if titles:
+        for title, a, b in title_spans(text):
+            if not any(s < b and a < e for _, _, s, e in found):
+                found.append((Entity(TITLE, (title,)), title, a, b))
+    return [(e, surface) for e, surface, _, _ in found]
+
+
+Pool = Callable[[Entity, MemoryRecord, set[Entity]], list[Entity]]
 
 
 def choose_swaps(memories: Sequence[MemoryRecord], *, query: str, agent_id: str, user_id: str,
                  at: float, cfg: FuzzyConfig, pool: Pool,
                  corrected: frozenset[str] | set[str] = frozenset()) -> list[Swap]:
-    """The swaps of one recall (pure given ``pool``: (type, memory, groups the memory names) ->
-    candidate replacement groups)."""
+    """The swaps of one recall (pure given ``pool``: (entity, memory, entities the memory names)
+    -> candidate replacements of the entity's type)."""
     lexicon = lexicon_of(tuple(cfg.entity_types))
     out = []
     for m in memories:
@@ -102,19 +129,18 @@ def choose_swaps(memories: Sequence[MemoryRecord], *, query: str, agent_id: str,
                    memory_id=m.id)
         if rng.random() >= cfg.probability:
             continue
-        found = lexicon.find(m.text)
+        found = entities_in(m.text, lexicon=lexicon, titles=cfg.titles)
         if not found:
             continue
-        present = {f.group for f in found}
+        present = {e for e, _ in found}
         target = rng.choice(sorted(present))
-        candidates = sorted(set(pool(lexicon.groups[target][0], m, present)) - present)
+        candidates = sorted(set(pool(target, m, present)) - present)
         if not candidates:
             continue
         repl = rng.choice(candidates)
-        surface = next(f.surface for f in found if f.group == target)
-        out.append(Swap(m.id, lexicon.groups[target][0], surface,
-                        lexicon.spelling(repl, like=surface), lexicon.groups[target][1],
-                        lexicon.groups[repl][1]))
+        surface = next(s for e, s in found if e == target)
+        out.append(Swap(m.id, target.type, surface, spelling(repl.aliases, like=surface),
+                        target.aliases, repl.aliases))
     return out
 
 
@@ -154,15 +180,22 @@ def fuzz_recall(result: RecallResult, *, store: Any, agent_id: str, user_id: str
                                                   user_id=user_id)
                  if cfg.corrected_stay_true else set())
 
-    def pool(type_: str, memory: MemoryRecord, present: set[int]) -> list[int]:
-        groups = [g for g in lexicon.of_type(type_) if g not in present]
+    def pool(target: Entity, memory: MemoryRecord, present: set[Entity]) -> list[Entity]:
+        if target.type == TITLE:       # no list of titles: those other memories name
+            texts = store.repo.texts_containing(["《"], agent_id=agent_id, user_id=user_id,
+                                                exclude=[memory.id])
+            return [e for t in texts for e, _ in entities_in(t, lexicon=lexicon, titles=True)
+                    if e.type == TITLE]
+        groups = [Entity(target.type, lexicon.groups[g][1])
+                  for g in lexicon.of_type(target.type)]
+        groups = [e for e in groups if e not in present]
         if cfg.pool == "lexicon" or not groups:
             return groups
-        texts = store.repo.texts_containing(
-            [a for g in groups for a in lexicon.groups[g][1]], agent_id=agent_id,
-            user_id=user_id, exclude=[memory.id])
-        named = {f.group for t in texts for f in lexicon.find(t)}
-        return [g for g in groups if g in named]
+        texts = store.repo.texts_containing([a for e in groups for a in e.aliases],
+                                            agent_id=agent_id, user_id=user_id,
+                                            exclude=[memory.id])
+        named = {e for t in texts for e, _ in entities_in(t, lexicon=lexicon, titles=False)}
+        return [e for e in groups if e in named]
 
     swaps = choose_swaps(result.memories, query=result.query, agent_id=agent_id,
                          user_id=user_id, at=at, cfg=cfg, pool=pool, corrected=corrected)

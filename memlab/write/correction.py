@@ -58,12 +58,14 @@ def is_correction(message: str, cues: Sequence[str]) -> bool:
 
 
 def _right_before(cues: Sequence[str], aliases: Sequence[str], message: str) -> bool:
-    """A cue directly followed (spaces and commas between) by one of the aliases."""
+    """A cue directly followed by one of the aliases (spaces, commas, colons and opening quotes
+    or 《 between)."""
     cue = "|".join(_cue(c) for c in cues if c)
     if not cue or not aliases:
         return False
     entity = alias_pattern(aliases).pattern
-    return re.search(rf"(?:{cue})[\s,，:：]*(?:{entity})", message, re.IGNORECASE) is not None
+    return re.search(rf"(?:{cue})[\s,，:：《“「\"']*(?:{entity})", message,
+                     re.IGNORECASE) is not None
 
 
 def match_swap(message: str, events: Sequence[RecallEvent], *, cfg: FuzzyConfig

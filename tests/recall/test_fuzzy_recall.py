@@ -15,8 +15,8 @@ import memlab
 from memlab.bench.run import run_bench
 from memlab.clock import FixedClock
 from memlab.config import MemlabConfig
-from memlab.recall.fuzzy import (Swap, choose_swaps, draw, fuzzy_report, protected_reason,
-                                 swapped_text)
+from memlab.recall.fuzzy import (Entity, Swap, choose_swaps, draw, fuzzy_report, lexicon_of,
+                                 protected_reason, swapped_text)
 from memlab.types import MemoryRecord
 
 T = 1_700_000_000.0
@@ -137,9 +137,10 @@ def _mem(text="用户最喜欢玩星露谷物语", importance=0.5, layer="long_t
     return MemoryRecord(id=id, text=text, importance=importance, retention_layer=layer)
 
 
-def _lexicon_pool(type_, memory, present):
-    from memlab.recall.fuzzy import lexicon_of
-    return lexicon_of(tuple(ON.fuzzy.entity_types)).of_type(type_)
+def _lexicon_pool(target, memory, present):
+    """Every group of the entity's type (fuzzy.pool = 'lexicon' without a store)."""
+    lexicon = lexicon_of(tuple(ON.fuzzy.entity_types))
+    return [Entity(target.type, lexicon.groups[g][1]) for g in lexicon.of_type(target.type)]
 
 
 @given(st.floats(0.0, 1.0))
@@ -244,3 +245,18 @@ def test_entity_types_are_validated(lines, rule):
     with pytest.raises(ConfigError, match="fuzzy.entity_types") as err:
         BASE.replace(**{"fuzzy.entity_types": lines})
     assert rule in str(err.value)
+
+
+def test_titles_from_the_extractor_are_one_type():
+    """§9.2's own example: 《星露谷》 misremembered as 《泰拉瑞亚》 — here books in 《》 the lexicon does
+    not type: each is swapped for a title another memory names; 《星露谷物语》 stays a game."""
+    mems = [("m_santi", "用户最近在读《三体》", 0.5), ("m_xiyou", "用户小时候看过《西游记》", 0.5),
+            ("m_game", "用户最喜欢《星露谷物语》", 0.5)]
+    with _store(ON, mems) as st_:
+        res = st_.recall("三体 西游记 星露谷物语", k=3)
+    shown = dict(zip(res.ids, res.texts))
+    assert shown == {"m_santi": "用户最近在读《西游记》", "m_xiyou": "用户小时候看过《三体》",
+                     "m_game": "用户最喜欢《星露谷物语》"}       # no other game in the store
+    assert {s.type for s in res.swaps} == {"title"}
+    with _store(ON.replace(**{"fuzzy.titles": False}), mems) as st_:
+        assert st_.recall("三体 西游记 星露谷物语", k=3).swaps == ()

@@ -152,3 +152,28 @@ def test_a_deleted_memory_still_resolves_without_a_bonus():
         st_._store.repo.delete(["m_stardew"])
         got = st_.resolve_user_correction("不是泰拉瑞亚！")
         assert got.memory_id == "m_stardew" and got.importance_after is None
+
+
+def test_a_title_swap_is_corrected_by_name():
+    mems = [("m_santi", "用户最近在读《三体》", 0.5), ("m_xiyou", "用户小时候看过《西游记》", 0.95)]
+    with _store(mems=mems) as st_:
+        res = st_.recall("三体 西游记", k=2)
+        assert "用户最近在读《西游记》" in res.texts
+        got = st_.resolve_user_correction("不是《西游记》，是《三体》")
+        assert (got.memory_id, got.original, got.replacement) == ("m_santi", "三体", "西游记")
+        assert st_.get(["m_santi"])[0].importance == pytest.approx(0.53)
+
+
+@pytest.mark.parametrize("message, memory_id", [
+    ("不是泰拉瑞亚！", "m_stardew"),          # negated: the swap that showed 泰拉瑞亚
+    ("不对，是泰拉瑞亚", "m_terraria"),        # affirmed: the swap whose true entity is 泰拉瑞亚
+    ("not Stardew!", "m_terraria"),
+    ("no, it was Stardew", "m_stardew"),
+])
+def test_negation_and_affirmation_pick_the_swap_they_name(message, memory_id):
+    """Both memories misremembered in one recall (each shown as the other game): a negation
+    before an entity names the shown one, an affirmation the true one, whichever swap is newer."""
+    both = [("m_stardew", "用户最喜欢玩星露谷物语", 0.7), ("m_terraria", "用户上周买了泰拉瑞亚", 0.5)]
+    with _store(mems=both) as st_:
+        assert len(st_.recall("用户喜欢玩什么游戏", k=2).swaps) == 2
+        assert st_.resolve_user_correction(message).memory_id == memory_id
