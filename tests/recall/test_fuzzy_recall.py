@@ -168,7 +168,10 @@ def test_protected_memories(memory, reason):
 def test_card_anchors_are_never_fuzzed(tmp_path):
     card = tmp_path / "card.yaml"
     card.write_text("名字: 小铃\n爱好: [玩星露谷物语, 玩泰拉瑞亚]\n", encoding="utf-8")
-    with _store(ON, card=card) as st_:
+    # importance 0.5: the permanent layer alone protects them (not the importance rule)
+    # another memory names a third game, so an unprotected anchor would have a replacement
+    with _store(ON.replace(**{"layers.permanent_importance": 0.5}),
+                [("m_mc", "用户昨天玩了我的世界", 0.95)], card=card) as st_:
         res = st_.recall("爱好 星露谷物语 泰拉瑞亚", k=10)
         anchors = [m.id for m in res if m.id.startswith("pm_")]
         assert anchors and not {s.memory_id for s in res.swaps} & set(anchors)
