@@ -526,13 +526,15 @@ class FuzzyConfig(_Section):
         ("生日", "纪念日", "约定", "承诺", "答应", "保证", "发誓", "birthday", "anniversary",
          "promise", "promised", "vow", "swear"),
         "A memory whose text holds one of these (birthdays, promises) is never misremembered "
-        "(§9.2: 身份、生日、承诺). Case-insensitive; English ones as whole words.",
+        "(§9.2: 身份、生日、承诺; the other words are memlab's choice). Case-insensitive; English "
+        "ones as whole words.",
         stage="runtime", spec="reverie §9.2")
     correction_cues: tuple[str, ...] = _f(
         ("不对", "错了", "记错", "搞错", "弄错", "说错", "wrong", "mistake", "mistaken",
          "not right", "incorrect"),
         "Cues that a user message corrects something (with a negation it makes the message a "
-        "correction of a swap whose entity it names). Case-insensitive; English as whole words.",
+        "correction of a swap whose entity it names). Case-insensitive; English as whole words. "
+        "The spec gives one example (不是泰拉瑞亚！): the lists are memlab's choice.",
         stage="runtime", spec="reverie §9.2")
     correction_negations: tuple[str, ...] = _f(
         ("不是", "并不是", "没有", "no", "not", "isn't", "wasn't", "never"),
@@ -596,9 +598,10 @@ class CardConfig(_Section):
          "speaking_style=My way of speaking: {value}.", "facts={value}"),
         "Anchor text of each card field for an English card (as templates_zh).",
         stage="ingest", spec="reverie §4.2")
-    separator_zh: str = _f("、", "Joins a list value (hobbies, likes) in a Chinese anchor.",
+    separator_zh: str = _f("、", "Joins a list value (hobbies, likes) in a Chinese anchor. "
+                           "memlab's choice (the enumeration comma).", stage="ingest")
+    separator_en: str = _f(", ", "Joins a list value in an English anchor. memlab's choice.",
                            stage="ingest")
-    separator_en: str = _f(", ", "Joins a list value in an English anchor.", stage="ingest")
 
     @field_validator("templates_zh", "templates_en")
     @classmethod
