@@ -25,6 +25,7 @@ from memlab.errors import (ConfigError, EmbeddingUnavailable, InvalidCell, Inval
 from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
+from memlab.recall.fuzzy import fuzz_recall
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
@@ -36,6 +37,9 @@ from memlab.text import extract_entities, memory_terms
 from memlab.types import (COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
 from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term_threshold,
                                      score_importance)
+from memlab.write.card import SOURCE_TYPE as CARD_SOURCE
+from memlab.write.card import CardSync, anchor_items, load_card, plan_sync
+from memlab.write.correction import CorrectionResult, resolve_user_correction
 
 log = logging.getLogger("memlab")
 
@@ -99,7 +103,8 @@ class MemoryStore:
         return self.add_many([{"text": text, **fields}], clock=clock)[0]
 
     def add_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
-                 vectors: np.ndarray | None = None) -> list[MemoryRecord]:
+                 vectors: np.ndarray | None = None, replacing: Sequence[str] = ()
+                 ) -> list[MemoryRecord]:
         """Add memories in one all-or-nothing transaction.
 
         Each item: ``text`` (required) and optionally ``id``, ``agent_id``, ``user_id``, ``layer``
@@ -110,6 +115,7 @@ class MemoryStore:
         Invalid input raises InvalidInput naming the field and leaves the store unchanged.
         ``vectors``: precomputed document vectors of the texts (benchmarks embed in batches
         through their cache); default: embedded here through the store's embedding cache.
+        ``replacing``: ids deleted in the same transaction (:meth:`sync_card`).
         """
         now = to_unix((clock or self.clock).now())
         used: list[int] = []  # long-term chars, read once per batch (§11.3 budget pressure)
@@ -129,6 +135,7 @@ class MemoryStore:
                         excerpt=exc.excerpt)
             raise
         if not records:
+            self._store.repo.delete(list(replacing))
             return []
         rc = self.config.recall
         terms = [memory_terms(r.text, term_cap=rc.term_cap, text_cap=rc.text_cap) for r in records]
@@ -139,10 +146,31 @@ class MemoryStore:
             fresh = ([new] if new is not None else []) + self._background_rows()
         elif len(vectors) != len(records):
             raise InvalidInput("vectors", f"one vector per item ({len(records)})", len(vectors))
-        stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors, fresh=fresh)
+        stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors, fresh=fresh,
+                                 replacing=replacing)
         self._bg_cached = self._bg_cached or bool(fresh)
         self.stats["added"] += len(stored)
         return stored
+
+    def sync_card(self, card: str | Path, *, agent_id: str | None = None,
+                  user_id: str | None = None, dry_run: bool = False,
+                  clock: Clock | None = None) -> CardSync:
+        """Sync the permanent layer of an agent and user with a character card (§4.2,
+        :mod:`memlab.write.card`): anchors the card no longer yields are deleted and new ones
+        added, in one transaction; unchanged anchors and every other memory are left as they
+        are. ``dry_run``: only the plan (print it: ``str(plan)``). A malformed card raises
+        CardError naming the file, the field and the rule, and writes nothing."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        c = load_card(card, max_chars=self.config.recall.max_text_chars)
+        existing = self._store.repo.by_source(CARD_SOURCE, agent_id=agent_id, user_id=user_id)
+        plan = plan_sync(c, existing, cfg=self.config.card, agent_id=agent_id, user_id=user_id,
+                         dry_run=dry_run)
+        if plan.changed and not dry_run:
+            self.add_many(anchor_items(plan, importance=self.config.layers.permanent_importance),
+                          clock=clock, replacing=[a.id for a in plan.removed])
+            self.stats["card anchors added"] += len(plan.added)
+            self.stats["card anchors removed"] += len(plan.removed)
+        return plan
 
     def _build_record(self, it: dict[str, Any], *, now: float, index: int,
                       long_term_used) -> MemoryRecord:
@@ -258,8 +286,19 @@ class MemoryStore:
             background = self.background(notes)
             qv = None if background is None else qv
         # every read of the store from here on sees one committed state (Store.read)
-        return self._store.read(
+        result = self._store.read(
             lambda: self._recall_read(query, qv, scope, now, k, notes, background))
+        if cfg.fuzzy.enabled:   # §9.2: a projection of the texts, each swap logged
+            try:
+                result = fuzz_recall(result, store=self._store, agent_id=scope.agent_id,
+                                     user_id=scope.user_id, at=now, cfg=cfg.fuzzy)
+            except StoreError as exc:   # never an unaudited swap: the true texts instead
+                self._degraded(f"fuzzy recall skipped: its audit rows cannot be written "
+                               f"({type(exc).__name__})")
+                return result
+            self.stats["fuzzy: memories projected"] += len(result)
+            self.stats["fuzzy: swaps"] += len(result.swaps)
+        return result
 
     def guarded_recall(self, user_message: str, **kwargs: Any) -> RecallResult:
         """:meth:`recall` behind the injection guard (§10 ``guard.memory_safe``): a user message
@@ -326,6 +365,29 @@ class MemoryStore:
             "nothing relevant enough: every candidate is below the relevance floor or forgotten")
         return RecallResult(query, memories, frame, cfg.selection.prompt_max_items, reason,
                             tuple(notes), untrusted_label=cfg.safety.untrusted_label)
+
+    def resolve_user_correction(self, message: str, *, agent_id: str | None = None,
+                                user_id: str | None = None, clock: Clock | None = None
+                                ) -> CorrectionResult | None:
+        """Roll back the misremembering the user's ``message`` corrects, if any (§9.2,
+        :func:`memlab.write.correction.resolve_user_correction`): the swap is marked resolved
+        and the true memory gains ``fuzzy.correction_bonus`` importance (clamped at 1)."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        got = resolve_user_correction(self._store, message, agent_id=agent_id, user_id=user_id,
+                                      clock=clock or self.clock, cfg=self.config)
+        if got is not None:
+            self.stats["fuzzy: corrections"] += 1
+        return got
+
+    def fuzzy_rates(self) -> dict[str, float]:
+        """This store object's fuzzy recall counters: memories projected, swaps, corrections,
+        fuzz rate (swaps / projected) and correction rate (corrections / swaps); NaN for 0/0.
+        Per owner from the persistent log: :func:`memlab.recall.fuzzy.fuzzy_report`."""
+        projected = self.stats["fuzzy: memories projected"]
+        swaps, fixed = self.stats["fuzzy: swaps"], self.stats["fuzzy: corrections"]
+        return {"projected": projected, "swaps": swaps, "corrections": fixed,
+                "fuzz_rate": swaps / projected if projected else math.nan,
+                "correction_rate": fixed / swaps if swaps else math.nan}
 
     def features(self, queries: Sequence[str], *, k: int, now: float,
                  query_vectors: np.ndarray | None = None, agent_id: str | None = None,
@@ -505,8 +567,13 @@ class MemoryStore:
 
 def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = None,
                embedder: Embedder | None = None, clock: Clock | None = None,
-               load_embedder: bool = True) -> MemoryStore:
+               load_embedder: bool = True, card: str | Path | None = None) -> MemoryStore:
     """Open (or create) a memory store.
+
+    ``card``: a character card file (YAML or JSON) synced into the permanent layer of the
+    default agent and user (``writer.default_agent_id`` / ``default_user_id``) at open
+    (:meth:`MemoryStore.sync_card`; other owners: call it yourself). A malformed card closes
+    the store and raises CardError.
 
     ``embedder``: an Embedder instance; default the one ``config.embedding`` names. If it cannot
     load, the store still opens: recall degrades to lexical (logged once, counted), and writes are
@@ -521,5 +588,12 @@ def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = N
             error = str(exc)
             log.warning("memlab: embedder unavailable (%s); lexical recall only", exc)
     store = Store.open(path, config=cfg, embedder=embedder)
-    return MemoryStore(store, config=cfg, embedder=embedder, clock=clock or SystemClock(),
-                       embedder_error=error)
+    out = MemoryStore(store, config=cfg, embedder=embedder, clock=clock or SystemClock(),
+                      embedder_error=error)
+    if card is not None:
+        try:
+            out.sync_card(card)
+        except BaseException:
+            out.close()
+            raise
+    return out

@@ -1,4 +1,5 @@
-"""``memlab ...``: config, add, recall, store (check, rebuild), datasets, bench, sweep, fit, jobs."""
+"""``memlab ...``: config, add, recall, store (check, rebuild), card (sync), datasets, bench, sweep,
+fit, jobs."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ app.add_typer(config_app, name="config")
 store_app = typer.Typer(help="Check a store file, or rebuild its vector table.",
                         no_args_is_help=True)
 app.add_typer(store_app, name="store")
+card_app = typer.Typer(help="Sync a character card into a store's permanent layer.",
+                       no_args_is_help=True)
+app.add_typer(card_app, name="card")
 
 
 def _fail(exc: Exception) -> None:
@@ -100,6 +104,28 @@ def add_cmd(
     except MemlabError as exc:
         _fail(exc)
     typer.echo(f"{rec.id}\t{rec.retention_layer}\timportance={rec.importance:.2f}")
+
+
+@card_app.command("sync")
+def card_sync(
+    card: Path = typer.Argument(..., help="The character card (YAML or JSON)."),
+    db: Path = typer.Option(..., "--db", help="The store file (created when missing)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the diff, write nothing."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    config: Optional[Path] = typer.Option(None, "--config", "-c"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Sync CARD into the permanent layer (§4.2): anchors by content hash, only what changed;
+    users' memories are never touched. Prints the diff (- removed, + added)."""
+    from memlab.api import open_store
+
+    try:
+        cfg = _config(config, set_)
+        with open_store(db, config=cfg) as st:
+            plan = st.sync_card(card, agent_id=agent_id, user_id=user_id, dry_run=dry_run)
+    except MemlabError as exc:
+        _fail(exc)
+    typer.echo(str(plan))
 
 
 @app.command("recall")

@@ -805,14 +805,139 @@ class SafetyConfig(_Section):
 
 
 class FuzzyConfig(_Section):
-    enabled: bool = _f(False, "Fuzzy recall (audited misremembering) on.", spec="reverie §9.2")
+    """Fuzzy recall (§9.2): an audited misremembering of the projected text, never of the store.
+
+    Read after selection, on the texts recall() returns (memlab.recall.fuzzy); nothing here
+    changes which memories are recalled or their scores, hence stage runtime."""
+
+    enabled: bool = _f(False, "Fuzzy recall (audited misremembering) on. Benchmarks score the "
+                       "raw-signal table and never project texts, so it never acts there.",
+                       stage="runtime", spec="reverie §9.2")
     probability: float = _f(0.05, "Chance a recalled memory's entity is swapped. memlab's choice.",
-                            ge=0.0, le=1.0, spec="reverie §9.2")
+                            ge=0.0, le=1.0, stage="runtime", spec="reverie §9.2")
     protected_importance: float = _f(0.9, "Memories this important are never misremembered.",
-                                     ge=0.0, le=1.0, spec="reverie §9.2")
+                                     ge=0.0, le=1.0, stage="runtime", spec="reverie §9.2")
     correction_bonus: float = _f(0.03, "Importance added to the true memory on correction.",
-                                 ge=0.0, le=1.0, spec="reverie §9.2")
-    seed: int = _f(0, "Seed of the fuzzy-recall random stream.", ge=0)
+                                 ge=0.0, le=1.0, stage="runtime", spec="reverie §9.2")
+    seed: int = _f(0, "Seed of the fuzzy-recall draws: the same seed, memory, query, owner and "
+                   "time give the same swap.", ge=0, le=2**63 - 1, stage="runtime")
+    entity_types: tuple[str, ...] = _f(
+        ("game: 星露谷物语 / 星露谷 / Stardew Valley / Stardew | 泰拉瑞亚 / Terraria | "
+         "我的世界 / Minecraft | 塞尔达传说 / 塞尔达 / Zelda | 原神 / Genshin Impact / Genshin | "
+         "动物森友会 / 动森 / Animal Crossing | 宝可梦 / Pokemon",
+         "food: 火锅 / hotpot | 寿司 / sushi | 披萨 / pizza | 拉面 / ramen | 饺子 / dumplings | "
+         "汉堡 / burger | 烤鸭 / roast duck | 咖喱 / curry",
+         "place: 北京 / Beijing | 上海 / Shanghai | 东京 / Tokyo | 巴黎 / Paris | "
+         "伦敦 / London | 纽约 / New York | 杭州 / Hangzhou | 成都 / Chengdu",
+         "name: Alice | Bob | Carol | Dave | 小林 | 小王 | 老王 | 阿明"),
+        "Entity types for swaps, zh and en: 'type: a / alias | b | ...' (groups separated by "
+        "'|', aliases of one thing by '/'). The spec swaps an entity for one of the same type "
+        "(星露谷 -> 泰拉瑞亚, both games) without saying how types are known; memlab's entity "
+        "extractor types nothing, so types come from these lists. memlab's choice.",
+        stage="runtime", spec="reverie §9.2")
+    pool: Literal["store", "lexicon"] = _f(
+        "store", "Where the replacement comes from: 'store' (spec: an entity of the same type "
+        "named by another memory of the same agent and user; none, no swap) or 'lexicon' (any "
+        "other group of the type in fuzzy.entity_types).", stage="runtime", spec="reverie §9.2")
+    titles: bool = _f(
+        True, "Titles in 《》 (memlab's entity extractor) that hold no fuzzy.entity_types entity "
+        "are entities of one type 'title', swapped for a title another memory of the owner "
+        "names (§9.2's example: 《星露谷》 -> 《泰拉瑞亚》). memlab's choice.", stage="runtime",
+        spec="reverie §9.2")
+    protected_markers: tuple[str, ...] = _f(
+        ("生日", "纪念日", "约定", "承诺", "答应", "保证", "发誓", "birthday", "anniversary",
+         "promise", "promised", "vow", "swear"),
+        "A memory whose text holds one of these (birthdays, promises) is never misremembered "
+        "(§9.2: 身份、生日、承诺; the other words are memlab's choice). Case-insensitive; English "
+        "ones as whole words.",
+        stage="runtime", spec="reverie §9.2")
+    correction_cues: tuple[str, ...] = _f(
+        ("不对", "错了", "记错", "搞错", "弄错", "说错", "wrong", "mistake", "mistaken",
+         "not right", "incorrect"),
+        "Cues that a user message corrects something (with a negation it makes the message a "
+        "correction of a swap whose entity it names). Case-insensitive; English as whole words. "
+        "The spec gives one example (不是泰拉瑞亚！): the lists are memlab's choice.",
+        stage="runtime", spec="reverie §9.2")
+    correction_negations: tuple[str, ...] = _f(
+        ("不是", "并不是", "没有", "no", "not", "isn't", "wasn't", "never"),
+        "Negations: a correction cue too, and right before an entity ('不是泰拉瑞亚') they name "
+        "the wrongly shown one, which picks that swap first.", stage="runtime",
+        spec="reverie §9.2")
+    correction_affirmations: tuple[str, ...] = _f(
+        ("是", "其实是", "应该是", "it was", "it's", "it is", "actually"),
+        "Right before an entity ('不对，是星露谷', 'it was Stardew') they name the true one, which "
+        "picks that swap first (elsewhere they are no cue: '是' is in most Chinese sentences).",
+        stage="runtime", spec="reverie §9.2")
+    correction_window_seconds: float = _f(
+        86_400.0, "Only swaps logged this recently can be corrected (a correction answers the "
+        "turn it corrects). The spec gives no window: memlab's choice, one day.", gt=0.0,
+        le=1e10, stage="runtime", spec="reverie §9.2")
+    corrected_stay_true: bool = _f(
+        True, "A memory whose swap the user corrected is never fuzzed again for that agent and "
+        "user (the correction is remembered). The spec says the swap is rolled back; memlab's "
+        "choice that it stays rolled back.", stage="runtime", spec="reverie §9.2")
+
+    @field_validator("entity_types")
+    @classmethod
+    def _entity_type_lines(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        seen: set[str] = set()
+        aliases: set[str] = set()
+        for line in v:
+            name, colon, body = line.partition(":")
+            groups = [[a.strip() for a in g.split("/")] for g in body.split("|")]
+            if not colon or not name.strip() or any(not a for g in groups for a in g):
+                raise ValueError(f"each entry is 'type: a / alias | b | ...' with no empty type, "
+                                 f"group or alias; {line!r} is not")
+            if name.strip() in seen:
+                raise ValueError(f"type {name.strip()!r} is listed twice")
+            seen.add(name.strip())
+            for alias in (a.lower() for g in groups for a in g):
+                if alias in aliases:
+                    raise ValueError(f"alias {alias!r} is listed twice (an alias names one "
+                                     f"thing)")
+                aliases.add(alias)
+        return v
+
+
+class CardConfig(_Section):
+    """How a character card becomes permanent anchor memories (§4.2, memlab.write.card)."""
+
+    templates_zh: tuple[str, ...] = _f(
+        ("name=我的名字是{value}。", "nickname=大家叫我{value}。", "gender=我的性别是{value}。",
+         "age=我今年{value}岁。", "birthday=我的生日是{value}。", "occupation=我的职业是{value}。",
+         "personality=我的性格：{value}。", "hobbies=我的爱好：{value}。",
+         "likes=我喜欢{value}。", "dislikes=我讨厌{value}。", "background=我的背景：{value}",
+         "speaking_style=我说话的风格：{value}。", "facts={value}"),
+        "Anchor text of each card field for a Chinese card: 'field={value}' templates. The spec "
+        "names the anchors (名字/生日/性格/爱好) without their wording: memlab's choice.",
+        stage="ingest", spec="reverie §4.2")
+    templates_en: tuple[str, ...] = _f(
+        ("name=My name is {value}.", "nickname=People call me {value}.",
+         "gender=My gender is {value}.", "age=I am {value} years old.",
+         "birthday=My birthday is {value}.", "occupation=I work as {value}.",
+         "personality=My personality: {value}.", "hobbies=My hobbies: {value}.",
+         "likes=I like {value}.", "dislikes=I dislike {value}.", "background=My background: {value}",
+         "speaking_style=My way of speaking: {value}.", "facts={value}"),
+        "Anchor text of each card field for an English card (as templates_zh).",
+        stage="ingest", spec="reverie §4.2")
+    separator_zh: str = _f("、", "Joins a list value (hobbies, likes) in a Chinese anchor. "
+                           "memlab's choice (the enumeration comma).", stage="ingest")
+    separator_en: str = _f(", ", "Joins a list value in an English anchor. memlab's choice.",
+                           stage="ingest")
+
+    @field_validator("templates_zh", "templates_en")
+    @classmethod
+    def _templates(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for t in v:
+            name, eq, template = t.partition("=")
+            if not eq or not name.strip() or "{value}" not in template:
+                raise ValueError(f"each template is 'field=text with {{value}}'; {t!r} is not")
+            try:
+                template.format(value="x")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(f"template {t!r} has a placeholder other than {{value}} "
+                                 f"({exc})") from None
+        return v
 
 
 class BaselinesConfig(_Section):
@@ -888,6 +1013,7 @@ class MemlabConfig(_Section):
     fusion: FusionConfig = FusionConfig()
     forgetting: ForgettingConfig = ForgettingConfig()
     layers: LayersConfig = LayersConfig()
+    card: CardConfig = CardConfig()
     importance: ImportanceConfig = ImportanceConfig()
     governance: GovernanceConfig = GovernanceConfig()
     entity: EntityConfig = EntityConfig()

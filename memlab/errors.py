@@ -102,6 +102,17 @@ class DatasetError(MemlabError, ValueError):
         super().__init__(f"{where}:{what} {rule}{got}")
 
 
+class CardError(MemlabError, ValueError):
+    """A character card file (memlab.write.card) is malformed. Names the file, the field and the
+    rule; nothing is written."""
+
+    def __init__(self, file: str, field: str, rule: str, value: Any = None) -> None:
+        self.file, self.field, self.rule, self.value = file, field, rule, value
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+        got = f" (got {shown!r})" if value is not None else ""
+        super().__init__(f"{file}: field {field!r}: {rule}{got}")
+
+
 class VRAMError(MemlabError):
     """The VRAM gate cannot satisfy a request (larger than the device, nothing evictable)."""
 

@@ -52,6 +52,12 @@ November December User Assistant Can Could Would Should Will Let Lets Tell Remem
 First Next After Before Since""".split())
 
 
+def title_spans(text: str) -> list[tuple[str, int, int]]:
+    """The titles in 《》 (the extractor's title rule) with the start and end of each inside the
+    text: ``[("星露谷物语", 1, 6)]`` for "《星露谷物语》"."""
+    return [(m.group(1), m.start(1), m.end(1)) for m in _ZH_TITLE.finditer(text)]
+
+
 def extract_entities(text: str, *, min_chars: int = 2) -> list[str]:
     """Named things in a text, found by rules (no model), lower-cased, first-seen order.
 
@@ -68,6 +74,80 @@ def extract_entities(text: str, *, min_chars: int = 2) -> list[str]:
     found += _ZH_NICK.findall(text)
     out = [e.strip().lower() for e in found if len(e.strip()) >= min_chars]
     return list(dict.fromkeys(out))
+
+
+# -- typed entities (fuzzy recall, reverie §9.2) --------------------------------------------------
+_CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
+
+
+@dataclass(frozen=True, slots=True)
+class EntityMatch:
+    """One occurrence of a typed entity in a text: its type, group (index into
+    :attr:`EntityLexicon.groups`) and the text's own spelling of it."""
+
+    type: str
+    group: int
+    surface: str
+    start: int
+    end: int
+
+
+def alias_pattern(aliases: Iterable[str]) -> re.Pattern[str]:
+    """A case-insensitive pattern of any alias, longest first; an alias ending (starting) with a
+    letter or digit must not continue a Latin word there (Chinese aliases match inside text)."""
+    parts = []
+    for a in sorted(dict.fromkeys(a for a in aliases if a), key=lambda a: (-len(a), a)):
+        left = r"(?<![A-Za-z0-9])" if a[0].isascii() and a[0].isalnum() else ""
+        right = r"(?![A-Za-z0-9])" if a[-1].isascii() and a[-1].isalnum() else ""
+        parts.append(left + re.escape(a) + right)
+    return re.compile("|".join(parts) or r"(?!)", re.IGNORECASE)
+
+
+def mentions(text: str, aliases: Iterable[str]) -> bool:
+    """Whether ``text`` names any of ``aliases`` (as :func:`alias_pattern` matches)."""
+    return alias_pattern(aliases).search(text) is not None
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_CHAR.search(text) is not None
+
+
+class EntityLexicon:
+    """Typed entity groups parsed from lines ``"type: a / alias | b | ..."`` (``fuzzy.entity_types``):
+    each group is one thing under its aliases (星露谷物语 / Stardew Valley), zh and en.
+
+    :meth:`find` lists the non-overlapping occurrences in a text, longest alias first."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        groups: list[tuple[str, tuple[str, ...]]] = []
+        for line in lines:
+            name, _, body = line.partition(":")
+            for g in body.split("|"):
+                groups.append((name.strip(), tuple(a.strip() for a in g.split("/"))))
+        self.groups = tuple(groups)
+        self._group_of = {a.lower(): i for i, (_, aliases) in enumerate(groups) for a in aliases}
+        self._pattern = alias_pattern(a for _, aliases in groups for a in aliases)
+
+    def find(self, text: str) -> list[EntityMatch]:
+        out = []
+        for m in self._pattern.finditer(text):
+            g = self._group_of[m.group(0).lower()]
+            out.append(EntityMatch(self.groups[g][0], g, m.group(0), m.start(), m.end()))
+        return out
+
+    def of_type(self, type_: str) -> list[int]:
+        """Group indices of one type, in lexicon order."""
+        return [i for i, (t, _) in enumerate(self.groups) if t == type_]
+
+    def spelling(self, group: int, *, like: str) -> str:
+        """:func:`spelling` of one group."""
+        return spelling(self.groups[group][1], like=like)
+
+
+def spelling(aliases: Sequence[str], *, like: str) -> str:
+    """The first alias in the script of ``like`` (Chinese or not), else the first."""
+    want = has_cjk(like)
+    return next((a for a in aliases if has_cjk(a) == want), aliases[0])
 
 
 # -- temporal intent -----------------------------------------------------------------------------

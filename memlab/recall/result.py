@@ -22,6 +22,8 @@ class RecallResult:
     guard). ``notes`` lists degradations (e.g. the embedder was unavailable: lexical recall only).
     ``untrusted_label`` (``safety.untrusted_label``) prefixes the memories whose ``source_type``
     is ``untrusted_web`` in the prompt block: web content is never one of its facts (§12).
+    ``swaps``: the entities fuzzy recall misremembered in these texts (:mod:`memlab.recall.fuzzy`;
+    the store holds the true texts).
     """
 
     query: str
@@ -31,6 +33,7 @@ class RecallResult:
     empty_reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
     untrusted_label: str = ""
+    swaps: tuple[Any, ...] = field(default_factory=tuple)
 
     def __len__(self) -> int:
         return len(self.memories)

@@ -28,6 +28,7 @@ from .exact import ExactIndex
 from .health import RebuildReport, VectorState, measure_vectors, reconcile_vectors
 from .memindex import MemoryIndex
 from .migrations import check_openable, migrate
+from .recall_log import RecallEvents
 from .repository import Repository
 from .snapshot import in_write_transaction, read_snapshot
 from .vectors import VectorCache, load_meta
@@ -94,7 +95,8 @@ class Store:
     """An opened store. Use :meth:`Store.open`.
 
     Attributes: ``conn``, ``repo`` (:class:`Repository`), ``embeddings`` (:class:`EmbeddingCache`),
-    ``audit`` (:class:`AuditLog`, the ``memory_audit`` rows), ``vectors``
+    ``audit`` (:class:`AuditLog`, the ``memory_audit`` rows), ``events``
+    (:class:`~memlab.store.recall_log.RecallEvents`, the recall audit log), ``vectors``
     (:class:`VectorCache` of the embedder's version, or None without an embedder),
     ``dense`` (:class:`DenseView`, or None), ``vector_check`` (the :class:`VectorState` found
     when the vector table was checked at open: lost vectors are found and their memories marked
@@ -108,6 +110,7 @@ class Store:
         self.repo = Repository(conn, config=config)
         self.embeddings = EmbeddingCache(conn)
         self.audit = AuditLog(conn)
+        self.events = RecallEvents(conn)
         self.vectors: VectorCache | None = None
         self.dense: DenseView | None = None
         self.vector_check: VectorState | None = None
@@ -223,8 +226,12 @@ class Store:
 
     def add(self, records: Sequence[MemoryRecord], *, terms: Sequence[Sequence[str]],
             entities: Sequence[Sequence[str]], vectors: Any = None,
-            fresh: Sequence[FreshVectors] = ()) -> list[MemoryRecord]:
+            fresh: Sequence[FreshVectors] = (), replacing: Sequence[str] = ()
+            ) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
+
+        ``replacing``: ids of memories deleted in the same transaction (a character card's
+        re-sync: the old anchors go as the new ones come, or neither).
 
         ``fresh``: vectors embedded and not cached yet (these records' texts, :meth:`lookup_cached`;
         the background sample), written to the embedding cache in the same transaction: a refused
@@ -236,13 +243,16 @@ class Store:
         """
         records = list(records)
         if vectors is None:
-            self.repo.add(records, terms=terms, entities=entities)
+            with transaction(self.conn):
+                self.repo.delete(replacing)
+                self.repo.add(records, terms=terms, entities=entities)
             return records
         if self.vectors is None:
             raise InvalidInput("vectors", "given, but the store has no embedder (its version "
                                "names the vector table)", "vectors without embedder")
         none, arr = self._split_empty(vectors, len(records))
         with transaction(self.conn):
+            self.repo.delete(replacing)
             rowids = self.repo.add(records, terms=terms, entities=entities)
             applied = self._put(rowids, none, arr)
             for f in fresh:

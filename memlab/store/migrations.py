@@ -47,6 +47,12 @@ longer active).
 
 Version 5 (safety, :mod:`memlab.safety`): ``memory_audit``, one row per refusal of the safety
 checks (:mod:`memlab.store.audit`).
+
+Version 6 (fuzzy recall, :mod:`memlab.recall.fuzzy`):
+``memory_recall_events.kind`` (what the event records: ``'fuzzy_swap'`` for a misremembered
+entity, Reverie §9.2) and ``resolved_at`` (when the user's correction rolled it back; NULL while
+unresolved), with an index by (agent_id, user_id, kind, at): a correction looks up the owner's
+latest unresolved swaps without a scan. Existing rows get kind ``''`` and stay unresolved.
 """
 
 from __future__ import annotations
@@ -297,6 +303,12 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
      (_allow_embedding_status_none,)),
     (4, "fold jobs: leases, results, errors, dedup keys; atoms; contradictions", _V4),
     (5, "memory_audit: refusals of the safety checks", AUDIT_TABLE_SQL),
+    (6, "recall events: kind and resolved_at, indexed by owner (fuzzy recall audit)", (
+        "ALTER TABLE memory_recall_events ADD COLUMN kind TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE memory_recall_events ADD COLUMN resolved_at REAL",
+        "CREATE INDEX memory_recall_events_owner ON memory_recall_events "
+        "(agent_id, user_id, kind, at)",
+    )),
 )
 
 LATEST = MIGRATIONS[-1][0]

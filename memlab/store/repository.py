@@ -305,6 +305,34 @@ class Repository:
         _check_found(ids, at, agent_id, user_id)
         return [from_row(rows[i]) for i in ids]
 
+    def by_source(self, source_type: str, *, agent_id: str, user_id: str) -> list[MemoryRecord]:
+        """Records of one agent and user written from one source (``source_type``: e.g. the
+        character card's anchors), oldest rowid first."""
+        return [from_row(r) for r in self.conn.execute(
+            f"{_SELECT} WHERE agent_id = ? AND user_id = ? AND source_type = ? ORDER BY rowid",
+            (agent_id, user_id, source_type))]
+
+    def texts_containing(self, needles: Sequence[str], *, agent_id: str, user_id: str,
+                         exclude: Sequence[str] = ()) -> list[str]:
+        """Texts of the active memories of one agent and user (ids in ``exclude`` left out) that
+        contain any of ``needles`` (lower-cased text; ASCII case folded by SQLite's lower())."""
+        needles = list(dict.fromkeys(n.lower() for n in needles if n))
+        if not needles:
+            return []
+        match = " OR ".join("instr(lower(text), ?) > 0" for _ in needles)
+        return [r[0] for r in self.conn.execute(
+            "SELECT text FROM memory_records WHERE agent_id = ? AND user_id = ? AND "
+            "lifecycle_state = 'active' AND deprecated = 0 AND id NOT IN (SELECT value FROM "
+            f"json_each(?)) AND ({match}) ORDER BY rowid",
+            (agent_id, user_id, json.dumps(list(exclude), ensure_ascii=False), *needles))]
+
+    def count_ids(self, ids: Sequence[str], *, agent_id: str, user_id: str) -> int:
+        """How many of these ids are memories of this agent and user."""
+        return int(self.conn.execute(
+            "SELECT count(*) FROM memory_records WHERE agent_id = ? AND user_id = ? AND id IN "
+            "(SELECT value FROM json_each(?))", (agent_id, user_id, json.dumps(list(ids)))
+        ).fetchone()[0])
+
     def get_rows(self, rowids: Sequence[int]) -> list[MemoryRecord]:
         """Records by rowid, in input order; an unknown rowid raises InvalidInput."""
         return [from_row(r) for r in self._by_rowid(_SELECT, rowids)]
