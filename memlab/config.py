@@ -1127,6 +1127,8 @@ class MemlabConfig(_Section):
             if name not in data[section]:
                 raise ConfigError(key, f"unknown field of section {section!r}", value)
             current = data[section][name]
+            if isinstance(value, (bytes, bytearray)):   # pydantic would decode b'' to '' (read
+                raise ConfigError(key, "give text, not bytes", value)   # back as None)
             if isinstance(value, str) and not isinstance(current, str):
                 try:
                     value = yaml.safe_load(value)

@@ -275,3 +275,10 @@ def test_string_overrides_still_parse_numbers_written_any_way():
     cfg = MemlabConfig().replace(**{"fusion.relevance": "1e-01", "recall.k": "12",
                                     "fuzzy.probability": "5e-2"})
     assert (cfg.fusion.relevance, cfg.recall.k, cfg.fuzzy.probability) == (0.1, 12, 0.05)
+
+
+def test_bytes_are_refused_by_key_not_decoded():
+    """pydantic decodes b'' to '' for a str field, which to_flat/from_flat read back as None:
+    a value that does not round-trip (found by tests/test_fuzz.py)."""
+    with pytest.raises(ConfigError, match="embedding.model_path.*bytes"):
+        MemlabConfig().replace(**{"embedding.model_path": b""})
