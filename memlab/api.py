@@ -8,10 +8,7 @@ step (``store.reinforce(result)``), never a side effect of recall.
 from __future__ import annotations
 
 import logging
-import math
-import uuid
 from collections import Counter
-from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -20,8 +17,10 @@ import numpy as np
 from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
-from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput, StoreError
-from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
+from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput
+from memlab.inputs import check_ids, check_k, check_tenant, check_text
+from memlab.llm import LLM, as_llm
+from memlab.recall.associate import association_counts
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.result import RecallResult
@@ -30,14 +29,12 @@ from memlab.recall.select import explain_columns, select
 from memlab.store import Store
 from memlab.store.cache import FreshVectors
 from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
-from memlab.text import extract_entities, memory_terms
-from memlab.types import (COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
-from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term_threshold,
-                                     score_importance)
+from memlab.types import MemoryRecord
+from memlab.write.interaction import CorrectionHook, InteractionResult, store_interaction
+from memlab.write.pipeline import WritePipeline
 
 log = logging.getLogger("memlab")
 
-_ID_PREFIX = {"permanent": "pm", "long_term": "lt", "short_term": "st"}
 _NO_QUERY_VECTOR = "lexical recall only: the embedder gives this query no vector"
 #: The ``MemoryStore.stats`` key counting texts the embedder cut to ``embedding.max_tokens``.
 TRUNCATED = "truncated: texts cut to embedding.max_tokens"
@@ -47,7 +44,7 @@ class MemoryStore:
     """One memory database: add, recall, reinforce. Use :func:`open_store` to make one."""
 
     def __init__(self, store: Store, *, config: MemlabConfig, embedder: Embedder | None,
-                 clock: Clock, embedder_error: str = "") -> None:
+                 clock: Clock, embedder_error: str = "", llm: LLM | None = None) -> None:
         self.config = config
         self._store = store
         self._embedder = embedder
@@ -56,6 +53,17 @@ class MemoryStore:
         self.stats: Counter[str] = Counter()
         self._bg: Background | None = None
         self._bg_cached = False   # the store's cache holds the background sample (see add)
+        self._bg_pending = False  # the last write carried the sample's missing rows
+        #: the LLM of the LLM gate (gate.mode = "llm"); None: none
+        self.llm: LLM | None = None if llm is None else as_llm(llm)
+        #: store_interaction's user-correction hook (§5 step ①); None: none
+        self.corrections: CorrectionHook | None = None
+        #: the short-term draw of store_interaction (layers.short_term_seed), one per opened store
+        self._short_term_rng = np.random.default_rng(config.layers.short_term_seed)
+        self._writer = WritePipeline(
+            store, config=config, embed=self._embed_for_write, associate=self._associations,
+            counters=self.stats,
+            tenant=lambda a, u, where: self._tenant(a, u, where=where))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -90,7 +98,7 @@ class MemoryStore:
         return check_tenant(agent_id, user_id, default_agent_id=w.default_agent_id,
                             default_user_id=w.default_user_id, where=where)
 
-    # -- write -------------------------------------------------------------------------------
+    # -- write (memlab.write.pipeline: the one write path) ------------------------------------
     def add(self, text: str, **fields: Any) -> MemoryRecord:
         """Add one memory; see :meth:`add_many` for the fields. Returns the stored record."""
         clock = fields.pop("clock", None)
@@ -98,100 +106,64 @@ class MemoryStore:
 
     def add_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
                  vectors: np.ndarray | None = None) -> list[MemoryRecord]:
-        """Add memories in one all-or-nothing transaction.
+        """Add memories in one all-or-nothing transaction, through the write pipeline
+        (:mod:`memlab.write.pipeline`).
 
         Each item: ``text`` (required) and optionally ``id``, ``agent_id``, ``user_id``, ``layer``
-        (permanent/long_term/short_term; default from importance, §5), ``importance`` (default from
-        the §5 scorer), ``emotions`` ({name: 0..100}), ``cognitive_layer``, ``timestamp`` (default
-        the clock), ``event_time``, ``speaker``, ``session_id``, ``fact_key``, ``pinned``, ``scope``
-        and ``category`` (a valid Familiars cell), ``meta`` and the other MemoryRecord fields.
-        Invalid input raises InvalidInput naming the field and leaves the store unchanged.
-        ``vectors``: precomputed document vectors of the texts (benchmarks embed in batches
-        through their cache); default: embedded here through the store's embedding cache.
+        (permanent/long_term/short_term; default: routed by importance under the owner's budget
+        pressure, §5 and §11.3 — an explicit add is always stored, short term below the
+        threshold), ``importance`` (default from the §5 scorer, association ⑤ included),
+        ``emotions`` ({name: 0..100}), ``cognitive_layer`` (default by prefix, §4.1),
+        ``timestamp`` (default the clock), ``event_time``, ``speaker``, ``session_id``,
+        ``fact_key``, ``pinned``, ``scope`` and ``category`` (a valid Familiars cell), ``meta``
+        and the other MemoryRecord fields. Invalid input raises InvalidInput naming the field and
+        leaves the store unchanged. ``vectors``: precomputed document vectors of the texts
+        (benchmarks embed in batches through their cache); default: embedded here through the
+        store's embedding cache.
         """
         now = to_unix((clock or self.clock).now())
-        used: list[int] = []  # long-term chars, read once per batch (§11.3 budget pressure)
-
-        def long_term_used() -> int:
-            if not used:
-                used.append(self._store.repo.layer_chars("long_term"))
-            return used[0]
-
-        records = [self._build_record(dict(it), now=now, index=i, long_term_used=long_term_used)
-                   for i, it in enumerate(items)]
-        if not records:
-            return []
-        rc = self.config.recall
-        terms = [memory_terms(r.text, term_cap=rc.term_cap, text_cap=rc.text_cap) for r in records]
-        ents = [extract_entities(r.text, min_chars=self.config.entity.min_chars) for r in records]
-        fresh: list[FreshVectors] = []
-        if vectors is None:   # embedded here: the cache gets them and what the sample lacks
-            vectors, new = self._embed_documents([r.text for r in records])
-            fresh = ([new] if new is not None else []) + self._background_rows()
-        elif len(vectors) != len(records):
-            raise InvalidInput("vectors", f"one vector per item ({len(records)})", len(vectors))
-        stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors, fresh=fresh)
-        self._bg_cached = self._bg_cached or bool(fresh)
-        self.stats["added"] += len(stored)
+        stored = self._writer.write(items, now=now, vectors=vectors)
+        self._bg_cached = self._bg_cached or self._bg_pending
         return stored
 
-    def _build_record(self, it: dict[str, Any], *, now: float, index: int,
-                      long_term_used) -> MemoryRecord:
+    def store_interaction(self, user_message: str, assistant_reply: str = "", *,
+                          emotion: float | Mapping[str, float] | None = None,
+                          agent_id: str | None = None, user_id: str | None = None,
+                          clock: Clock | None = None, llm: Any = None,
+                          corrections: Any = None) -> InteractionResult:
+        """Remember one exchange, or not (§5; :mod:`memlab.write.interaction`): corrections
+        hook, importance (association through recall), the autonomy gate (``gate.mode``), layer
+        routing with the seeded short-term draw, one transaction. Returns an
+        :class:`~memlab.write.interaction.InteractionResult` saying what was stored or why not.
+
+        ``emotion``: an intensity in [0, 1] or an emotion vector {name: 0..100}. ``llm``: the LLM
+        of the LLM gate (default: the store's, ``open_store(llm=...)``). ``corrections``: the
+        user-correction hook run first (default: the store's ``corrections``, none unless set).
+        """
+        return store_interaction(
+            self._writer, user_message, assistant_reply, emotion=emotion, agent_id=agent_id,
+            user_id=user_id, now=to_unix((clock or self.clock).now()), rng=self._short_term_rng,
+            llm=self.llm if llm is None else as_llm(llm),
+            corrections=self.corrections if corrections is None else corrections,
+            degraded=self._degraded)
+
+    def _embed_for_write(self, texts: list[str]):
+        """The write pipeline's embed step: (vectors or None, vectors the cache lacks)."""
+        vectors, new = self._embed_documents(texts)
+        if vectors is None:
+            return None, []
+        bg = self._background_rows()
+        self._bg_pending = bool(bg)
+        return vectors, ([new] if new is not None else []) + bg
+
+    def _associations(self, texts: list[str], owner: tuple[str, str], now: float) -> list[int]:
+        """§5 ⑤ for the write pipeline: per text, the owner's memories recall finds relevant
+        (:mod:`memlab.recall.associate`)."""
         cfg = self.config
-        where = f"items[{index}]"
-        text = check_text(it.pop("text", None), f"{where}.text",
-                          max_chars=cfg.recall.max_text_chars, limit_name="recall.max_text_chars")
-        for name, value in it.items():
-            check_unicode(value, f"{where}.{name}")
-        emotions = dict(it.pop("emotions", None) or {})
-        for k, v in emotions.items():
-            if not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise InvalidInput(f"{where}.emotions[{k!r}]", "must be a finite number", v)
-        intensity = min(1.0, max((abs(v) for v in emotions.values()), default=0.0)
-                        / cfg.fusion.emotion_scale)
-        layer = it.pop("layer", None) or it.pop("retention_layer", None)
-        importance = it.pop("importance", None)
-        if importance is None:
-            importance = (cfg.layers.permanent_importance if layer == "permanent" else
-                          score_importance(text, emotion_intensity=intensity,
-                                           cfg=cfg.importance, term_cap=cfg.recall.term_cap,
-                                           text_cap=cfg.recall.text_cap))
-        if isinstance(importance, bool) or not isinstance(importance, (int, float)) \
-                or not math.isfinite(importance) or not 0.0 <= importance <= 1.0:
-            raise InvalidInput(f"{where}.importance", "must be a finite number in [0, 1]",
-                               importance)
-        if layer is None:
-            layer = choose_layer(float(importance), threshold=long_term_threshold(
-                long_term_used(), layers=cfg.layers, gov=cfg.governance))
-        if layer not in RETENTION_LAYERS:
-            raise InvalidInput(f"{where}.layer", f"one of {RETENTION_LAYERS}", layer)
-        cognitive = it.pop("cognitive_layer", None) or cognitive_layer_of(
-            text, episodic_prefix=cfg.layers.episodic_prefix)
-        if cognitive not in COGNITIVE_LAYERS:
-            raise InvalidInput(f"{where}.cognitive_layer", f"one of {COGNITIVE_LAYERS}", cognitive)
-        scope, category = it.get("scope"), it.get("category")
-        if scope is not None or category is not None:
-            if (scope, category) not in VALID_CELLS:
-                raise InvalidCell(f"{where}.(scope, category)", "not a valid Familiars cell "
-                                  "(familiars §5.2.3 VALID_CELLS)", (scope, category))
-        ts = it.pop("timestamp", None)
-        ts = now if ts is None else to_unix(ts)
-        ev = it.pop("event_time", None)
-        mem_id = it.pop("id", None)
-        mem_id = f"{_ID_PREFIX[layer]}_{uuid.uuid4().hex}" if mem_id is None \
-            else check_id(mem_id, f"{where}.id")
-        it["agent_id"], it["user_id"] = self._tenant(it.get("agent_id"), it.get("user_id"),
-                                                     where=f"{where}.")
-        for name in ("tags", "derived_from", "source_quote"):
-            if name in it:
-                it[name] = tuple(it[name])
-        try:
-            return MemoryRecord(id=mem_id, text=text, retention_layer=layer,
-                                cognitive_layer=cognitive, timestamp=float(ts),
-                                event_time=None if ev is None else to_unix(ev),
-                                importance=float(importance), emotions=emotions, **it)
-        except TypeError as exc:
-            raise InvalidInput(where, f"unknown field ({exc})", sorted(it)) from None
+        qs = [t[:cfg.recall.max_query_chars] for t in texts]
+        feats = self.features(qs, k=cfg.importance.association_k, now=now, agent_id=owner[0],
+                              user_id=owner[1])
+        return association_counts(feats.columns, n_queries=len(qs), cfg=cfg).tolist()
 
     def _embed_documents(self, texts: Sequence[str]):
         """(vectors, the newly embedded ones the add caches in its transaction), or (None, None):
@@ -416,7 +388,7 @@ class MemoryStore:
 
 def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = None,
                embedder: Embedder | None = None, clock: Clock | None = None,
-               load_embedder: bool = True) -> MemoryStore:
+               load_embedder: bool = True, llm: Any = None) -> MemoryStore:
     """Open (or create) a memory store.
 
     ``embedder``: an Embedder instance; default the one ``config.embedding`` names. If it cannot
@@ -433,4 +405,4 @@ def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = N
             log.warning("memlab: embedder unavailable (%s); lexical recall only", exc)
     store = Store.open(path, config=cfg, embedder=embedder)
     return MemoryStore(store, config=cfg, embedder=embedder, clock=clock or SystemClock(),
-                       embedder_error=error)
+                       embedder_error=error, llm=llm)

@@ -14,7 +14,7 @@ PACKAGE = Path(memlab.__file__).resolve().parent
 RANK = {
     "errors": 0, "types": 0, "clock": 0, "version": 0,
     "config": 1, "inputs": 1, "text": 1,
-    "embed": 2,
+    "embed": 2, "llm": 2,
     "store": 3,
     "forgetting": 4, "write": 4,
     "recall": 5,

@@ -30,7 +30,7 @@ from memlab.embed import Embedder
 from memlab.errors import ConfigError, DatasetError, InvalidInput
 from memlab.recall.background import background_for
 from memlab.recall.features import Features, empty_table
-from memlab.write.importance import choose_layer, score_importance
+from memlab.write.importance import score_importance
 
 
 RENDER_FIELDS = ("speaker", "text", "date", "session_id")
@@ -76,7 +76,11 @@ def render_item(item: Item, template: str) -> str:
 
 
 def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
-    """The memory an item becomes, by the config's importance and layer policies."""
+    """The memory an item becomes in raw mode, by the config's importance and layer policies: the
+    fields ``MemoryStore.add_many`` (the write pipeline) stores. Importance: the item's meta, the
+    §5 scorer on the item's own text (no association lookup: that is writer mode), or constant.
+    Layer: the item's meta or one layer as given; otherwise none, so the pipeline routes by
+    importance under the conversation owner's budget pressure (§5, §11.3) as any add does."""
     b, meta = cfg.bench, item.meta or {}
     if b.importance_policy == "meta" and isinstance(meta.get("importance"), (int, float)):
         importance = float(meta["importance"])
@@ -91,8 +95,6 @@ def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
         layer = meta.get("layer")
     elif b.layer_policy in ("long_term", "short_term"):
         layer = b.layer_policy
-    if layer is None:
-        layer = choose_layer(importance, threshold=cfg.layers.long_term_threshold)
     emotion = meta.get("emotion")
     fields = {
         "text": rendered, "id": item.item_id, "layer": layer, "importance": importance,
