@@ -30,7 +30,8 @@ from memlab.store import Store
 from memlab.store.cache import FreshVectors
 from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
 from memlab.types import MemoryRecord
-from memlab.write.interaction import CorrectionHook, InteractionResult, store_interaction
+from memlab.write.interaction import (CorrectionHook, InteractionResult, remember,
+                                      store_interaction)
 from memlab.write.pipeline import WritePipeline
 
 log = logging.getLogger("memlab")
@@ -146,6 +147,38 @@ class MemoryStore:
             llm=self.llm if llm is None else as_llm(llm),
             corrections=self.corrections if corrections is None else corrections,
             degraded=self._degraded)
+
+    def remember_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
+                      vectors: np.ndarray | None = None, llm: Any = None
+                      ) -> list[InteractionResult]:
+        """store_interaction's steps ②-⑤ for a batch of add_many items (benchmark writer mode):
+        each item is scored (§5, association included), gated and routed with the short-term
+        draw, and what is kept is written in one transaction; one
+        :class:`~memlab.write.interaction.InteractionResult` per item. An item may carry
+        ``message`` and ``reply``: what the scorer and the gate read (default: its text and '').
+        An item with an explicit ``layer`` (a character card's permanent memory) is written as
+        given; one with an ``importance`` is not re-scored. ``vectors``: as in :meth:`add_many`.
+        """
+        now = to_unix((clock or self.clock).now())
+        items = [dict(it) for it in items]
+        messages = [it.pop("message", None) for it in items]
+        replies = [it.pop("reply", None) or "" for it in items]
+        drafts = self._writer.prepare(items, now=now)
+        for i, (m, r) in enumerate(zip(messages, replies)):
+            if m is not None:
+                check_text(m, f"items[{i}].message", max_chars=self.config.recall.max_text_chars,
+                           limit_name="recall.max_text_chars")
+            if not isinstance(r, str):
+                raise InvalidInput(f"items[{i}].reply", "must be a string", type(r).__name__)
+        if vectors is not None and len(vectors) != len(drafts):
+            raise InvalidInput("vectors", f"one vector per item ({len(drafts)})", len(vectors))
+        results = remember(self._writer, drafts, messages=[m or d.text for m, d in
+                                                           zip(messages, drafts)],
+                           replies=replies, now=now, rng=self._short_term_rng,
+                           llm=self.llm if llm is None else as_llm(llm), degraded=self._degraded,
+                           vectors=vectors)
+        self._bg_cached = self._bg_cached or self._bg_pending
+        return results
 
     def _embed_for_write(self, texts: list[str]):
         """The write pipeline's embed step: (vectors or None, vectors the cache lacks)."""

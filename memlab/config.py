@@ -623,6 +623,13 @@ class BenchConfig(_Section):
     layer_policy: Literal["meta", "importance", "long_term", "short_term"] = _f(
         "meta", "Layer of replayed items: the item's meta (else by importance), by importance "
         "threshold, or all in one layer.", stage="ingest")
+    write_mode: Literal["raw", "writer"] = _f(
+        "raw", "How replay writes items. raw: add_many with the importance and layer policies "
+        "above (every item stored). writer: the write pipeline decides, as store_interaction "
+        "does (§5: importance from the item's text and meta emotion with association through "
+        "recall, the autonomy gate, layer routing with the seeded short-term draw); only items "
+        "whose meta layer is permanent (a character card's) are written as given. Items it "
+        "does not keep cannot be recalled.", stage="ingest")
     cache_dir: str = _f(".cache/memlab", "Folder of the persistent caches of benchmarks: embeddings "
                         "(a second run never re-embeds) and, under features/, replayed raw "
                         "signals.", stage="runtime")

@@ -110,8 +110,29 @@ def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
     return fields
 
 
+def writer_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
+    """The item as writer mode hands it to ``MemoryStore.remember_many``: the rendered text, its
+    id and provenance, the meta emotion and fact key, and the item's own text as the message the
+    §5 scorer and the gate read. The pipeline chooses importance, layer and cognitive layer; only
+    a permanent item (meta layer, a character card's memory, §4.2) keeps its layer."""
+    meta = item.meta or {}
+    emotion = meta.get("emotion")
+    fields = {
+        "text": rendered, "id": item.item_id, "message": item.text, "timestamp": item.timestamp,
+        "speaker": item.speaker, "session_id": item.session_id,
+        "emotions": ({"intensity": float(emotion) * cfg.fusion.emotion_scale}
+                     if isinstance(emotion, (int, float)) else {}),
+        "fact_key": str(meta.get("fact_key", "")),
+    }
+    if meta.get("layer") == "permanent":
+        fields["layer"] = "permanent"
+    if isinstance(meta.get("event_time"), (int, float)):
+        fields["event_time"] = float(meta["event_time"])
+    return fields
+
+
 # The dataset field each written field comes from (see item_fields), for errors about an item.
-_SOURCE_FIELD = {"id": "item_id", "importance": "meta.importance", "layer": "meta.layer",
+_SOURCE_FIELD = {"id": "item_id", "message": "text", "importance": "meta.importance", "layer": "meta.layer",
                  "emotions": "meta.emotion", "cognitive_layer": "meta.cognitive_layer",
                  "event_time": "meta.event_time", "fact_key": "meta.fact_key"}
 
@@ -130,17 +151,18 @@ def item_error(item: Item, exc: InvalidInput, *, dataset: str) -> DatasetError:
 
 
 def write_items(store, items: Sequence[Item], fields: list[dict], vectors: np.ndarray | None, *,
-                dataset: str) -> None:
-    """``store.add_many(fields)``; when the store refuses the batch (all or nothing: nothing is
-    written), the items are written one by one to find the one refused, reported by
-    :func:`item_error`. The replay stops there: dropping the item would change the gold."""
+                dataset: str, writer: bool = False) -> list:
+    """``store.add_many(fields)`` (``writer``: ``store.remember_many``, whose results it returns);
+    when the store refuses the batch (all or nothing: nothing is written), the items are written
+    one by one to find the one refused, reported by :func:`item_error`. The replay stops there:
+    dropping the item would change the gold."""
+    write = store.remember_many if writer else store.add_many
     try:
-        store.add_many(fields, vectors=vectors)
-        return
+        return write(fields, vectors=vectors)
     except InvalidInput:
         for j, (item, f) in enumerate(zip(items, fields)):
             try:
-                store.add_many([f], vectors=None if vectors is None else vectors[j:j + 1])
+                write([f], vectors=None if vectors is None else vectors[j:j + 1])
             except InvalidInput as exc:
                 raise item_error(item, exc, dataset=dataset) from exc
         raise  # refused as a batch, not item by item: the store's own message
@@ -189,6 +211,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
     timings: Counter[str] = Counter()
     counts: Counter[str] = Counter()
     template, k = cfg.bench.render_template, ranked_per_question(cfg)
+    writer = cfg.bench.write_mode == "writer"
     t0 = time.perf_counter()
     conv_items = {c: ds.items_of(c) for c in ds.conversations()}
     conv_questions = {c: sorted(ds.questions_of(c), key=lambda q: q.asked_at)
@@ -235,10 +258,17 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                     upto += 1
                 t1 = time.perf_counter()
                 if upto > written:
-                    batch = [item_fields(items[j], cfg=cfg, rendered=rendered[conv][j])
+                    make = writer_fields if writer else item_fields
+                    batch = [make(items[j], cfg=cfg, rendered=rendered[conv][j])
                              for j in range(written, upto)]
                     vecs = None if doc_vecs is None else doc_vecs[d_off + written:d_off + upto]
-                    write_items(store, items[written:upto], batch, vecs, dataset=ds.card.name)
+                    results = write_items(store, items[written:upto], batch, vecs,
+                                          dataset=ds.card.name, writer=writer)
+                    if writer:
+                        for r in results:
+                            counts["writer: " + (f"stored {r.layer}" if r.stored else
+                                                 "not stored (gate)" if not r.gate.remember
+                                                 else "not stored (short-term draw)")] += 1
                     written = upto
                 timings["ingest"] += time.perf_counter() - t1
                 t2 = time.perf_counter()

@@ -24,9 +24,10 @@ the reply is empty). The result (:class:`InteractionResult`) says what was store
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from memlab.types import MemoryRecord
 from memlab.write.gate import Degraded, GateDecision, decide
 from memlab.write.importance import score_importance
 from memlab.write.pipeline import WritePipeline
+from memlab.write.records import Draft
 
 
 class CorrectionHook(Protocol):
@@ -104,7 +106,7 @@ def store_interaction(pipeline: WritePipeline, user_message: str, assistant_repl
                       now: float, rng: np.random.Generator, llm: LLM | None = None,
                       corrections: CorrectionHook | None = None, degraded: Degraded
                       ) -> InteractionResult:
-    """Steps 1-5 of the module docstring."""
+    """Steps 1-5 of the module docstring for one exchange."""
     cfg = pipeline.config
     user_message = check_text(user_message, "user_message", max_chars=cfg.recall.max_text_chars,
                               limit_name="recall.max_text_chars")
@@ -118,48 +120,90 @@ def store_interaction(pipeline: WritePipeline, user_message: str, assistant_repl
             if assistant_reply.strip() else user_message)
     draft = pipeline.prepare([{"text": text, "emotions": emotions, "agent_id": agent_id,
                                "user_id": user_id}], now=now)[0]
-    owner = draft.owner
     # ① corrections first
     correction = None if corrections is None else corrections(
-        user_message, agent_id=owner[0], user_id=owner[1], now=now)
-    # ② importance (⑤: the user's message against the owner's memories, as §5 searches it)
-    assoc = pipeline.associations([user_message[:cfg.recall.max_query_chars]], owner, now)[0]
-    importance = score_importance(user_message, assistant_reply, emotion_intensity=draft.intensity,
-                                  associated=assoc, cfg=cfg.importance,
-                                  term_cap=cfg.recall.term_cap, text_cap=cfg.recall.text_cap)
-    draft.importance, draft.associated = importance, assoc
+        user_message, agent_id=draft.owner[0], user_id=draft.owner[1], now=now)
+    result = remember(pipeline, [draft], messages=[user_message], replies=[assistant_reply],
+                      now=now, rng=rng, llm=llm, degraded=degraded)[0]
+    return dataclasses.replace(result, correction=correction)
+
+
+def remember(pipeline: WritePipeline, drafts: Sequence[Draft], *, messages: Sequence[str],
+             replies: Sequence[str], now: float, rng: np.random.Generator, llm: LLM | None,
+             degraded: Degraded, vectors: np.ndarray | None = None) -> list[InteractionResult]:
+    """Steps 2-5 for drafts already validated (store_interaction: one; benchmark writer mode: a
+    batch), all written in one transaction. ``messages``/``replies``: what the §5 scorer and the
+    gate read for each draft. A draft with an explicit layer (a card's permanent memory) is
+    written as given, never gated or drawn; one with an explicit importance is not re-scored.
+    ``vectors``: precomputed vectors of the drafts' texts (benchmarks)."""
+    cfg = pipeline.config
     counters = pipeline.counters
-    counters["interactions"] += 1
-    # ③ the gate
-    gate = decide(user_message, assistant_reply, importance=importance, cfg=cfg, llm=llm,
-                  degraded=degraded)
-    base = dict(importance=importance, associated=assoc, gate=gate, correction=correction)
-    if not gate.remember:
-        counters["interactions not stored: gate"] += 1
-        return InteractionResult(False, f"the gate ({gate.by}) said no: {gate.reason}", **base)
-    # ④ routing: one draw, then the write routes under the owner's budget pressure
-    keep_short = bool(rng.random() < cfg.layers.short_term_probability)
-    draft.keep_short = keep_short
-    base["kept_short"] = keep_short
+    # ② importance (⑤: each message against its owner's memories, as §5 searches user_message)
+    by_owner: dict[tuple[str, str], list[int]] = {}
+    for j, d in enumerate(drafts):
+        if d.layer is None and d.importance is None:
+            by_owner.setdefault(d.owner, []).append(j)
+    for owner, js in by_owner.items():
+        assoc = pipeline.associations([messages[j][:cfg.recall.max_query_chars] for j in js],
+                                      owner, now)
+        for j, a in zip(js, assoc):
+            d = drafts[j]
+            d.associated = a
+            d.importance = score_importance(messages[j], replies[j], emotion_intensity=d.intensity,
+                                            associated=a, cfg=cfg.importance,
+                                            term_cap=cfg.recall.term_cap,
+                                            text_cap=cfg.recall.text_cap)
+    pipeline.score(drafts, now=now)   # explicit layers without importance (none in practice)
+    results: list[InteractionResult | None] = [None] * len(drafts)
+    write: list[int] = []
     lt = cfg.layers.long_term_threshold
-    if importance <= lt and not keep_short:   # cannot reach the long-term layer: not embedded
-        counters["interactions not stored: short-term draw"] += 1
-        return InteractionResult(False, _dropped(importance, lt, cfg.layers.short_term_probability),
-                                 threshold=lt, **base)
-    routed = pipeline.commit([draft])[0]
-    if routed.record is None:
-        counters["interactions not stored: short-term draw"] += 1
-        return InteractionResult(False, _dropped(importance, routed.threshold,
-                                                 cfg.layers.short_term_probability),
-                                 threshold=routed.threshold, **base)
-    counters[f"interactions stored: {routed.layer}"] += 1
-    why = (f"importance {importance:.3f} > long-term threshold {routed.threshold:.3f}"
-           if routed.layer == "long_term" else
-           f"importance {importance:.3f} <= long-term threshold {routed.threshold:.3f}; kept "
-           f"short term (draw < layers.short_term_probability = "
-           f"{cfg.layers.short_term_probability})")
-    return InteractionResult(True, why, layer=routed.layer, threshold=routed.threshold,
-                             memory=routed.record, **base)
+    for j, d in enumerate(drafts):
+        counters["interactions"] += 1
+        if d.layer is not None:
+            write.append(j)
+            results[j] = InteractionResult(True, "", d.importance, d.associated,
+                                           GateDecision(True, "given", "explicit layer"))
+            continue
+        # ③ the gate
+        gate = decide(messages[j], replies[j], importance=d.importance, cfg=cfg, llm=llm,
+                      degraded=degraded)
+        base = dict(importance=d.importance, associated=d.associated, gate=gate)
+        if not gate.remember:
+            counters["interactions not stored: gate"] += 1
+            results[j] = InteractionResult(False, f"the gate ({gate.by}) said no: {gate.reason}",
+                                           **base)
+            continue
+        # ④ one draw per exchange the gate lets through; the write routes under budget pressure
+        d.keep_short = bool(rng.random() < cfg.layers.short_term_probability)
+        results[j] = InteractionResult(False, "", kept_short=d.keep_short, **base)
+        if d.importance <= lt and not d.keep_short:   # cannot reach the long-term layer
+            counters["interactions not stored: short-term draw"] += 1
+            results[j] = dataclasses.replace(
+                results[j], threshold=lt,
+                reason=_dropped(d.importance, lt, cfg.layers.short_term_probability))
+            continue
+        write.append(j)
+    routed = pipeline.commit([drafts[j] for j in write],
+                             vectors=None if vectors is None else np.asarray(vectors)[write])
+    for j, r in zip(write, routed):
+        res = results[j]
+        if r.record is None:
+            counters["interactions not stored: short-term draw"] += 1
+            results[j] = dataclasses.replace(res, threshold=r.threshold, reason=_dropped(
+                res.importance, r.threshold, cfg.layers.short_term_probability))
+            continue
+        counters[f"interactions stored: {r.layer}"] += 1
+        if r.threshold is None:
+            why = f"written as given ({r.layer})"
+        elif r.layer == "long_term":
+            why = f"importance {res.importance:.3f} > long-term threshold {r.threshold:.3f}"
+        else:
+            why = (f"importance {res.importance:.3f} <= long-term threshold {r.threshold:.3f}; "
+                   f"kept short term (draw < layers.short_term_probability = "
+                   f"{cfg.layers.short_term_probability})")
+        results[j] = dataclasses.replace(res, stored=True, reason=why, layer=r.layer,
+                                         threshold=r.threshold, memory=r.record)
+    return results
 
 
 def _dropped(importance: float, threshold: float, p: float) -> str:
