@@ -149,15 +149,17 @@ class MemoryStore:
             degraded=self._degraded)
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
-                      vectors: np.ndarray | None = None, llm: Any = None
-                      ) -> list[InteractionResult]:
+                      vectors: np.ndarray | None = None, llm: Any = None,
+                      message_vectors: np.ndarray | None = None) -> list[InteractionResult]:
         """store_interaction's steps ②-⑤ for a batch of add_many items (benchmark writer mode):
         each item is scored (§5, association included), gated and routed with the short-term
         draw, and what is kept is written in one transaction; one
         :class:`~memlab.write.interaction.InteractionResult` per item. An item may carry
         ``message`` and ``reply``: what the scorer and the gate read (default: its text and '').
         An item with an explicit ``layer`` (a character card's permanent memory) is written as
-        given; one with an ``importance`` is not re-scored. ``vectors``: as in :meth:`add_many`.
+        given; one with an ``importance`` is not re-scored. ``vectors``: as in :meth:`add_many`;
+        ``message_vectors``: the messages embedded as queries (the association lookup), when the
+        caller has them (benchmarks embed them once through their cache).
         """
         now = to_unix((clock or self.clock).now())
         items = [dict(it) for it in items]
@@ -170,18 +172,20 @@ class MemoryStore:
                            limit_name="recall.max_text_chars")
             if not isinstance(r, str):
                 raise InvalidInput(f"items[{i}].reply", "must be a string", type(r).__name__)
-        if vectors is not None and len(vectors) != len(drafts):
-            raise InvalidInput("vectors", f"one vector per item ({len(drafts)})", len(vectors))
+        for name, arr in (("vectors", vectors), ("message_vectors", message_vectors)):
+            if arr is not None and len(arr) != len(drafts):
+                raise InvalidInput(name, f"one vector per item ({len(drafts)})", len(arr))
         results = remember(self._writer, drafts, messages=[m or d.text for m, d in
                                                            zip(messages, drafts)],
                            replies=replies, now=now, rng=self._short_term_rng,
                            llm=self.llm if llm is None else as_llm(llm), degraded=self._degraded,
-                           vectors=vectors)
+                           vectors=vectors, message_vectors=message_vectors)
         self._bg_cached = self._bg_cached or self._bg_pending
         return results
 
     def _embed_for_write(self, texts: list[str]):
         """The write pipeline's embed step: (vectors or None, vectors the cache lacks)."""
+        self._bg_pending = False
         vectors, new = self._embed_documents(texts)
         if vectors is None:
             return None, []
@@ -189,13 +193,14 @@ class MemoryStore:
         self._bg_pending = bool(bg)
         return vectors, ([new] if new is not None else []) + bg
 
-    def _associations(self, texts: list[str], owner: tuple[str, str], now: float) -> list[int]:
+    def _associations(self, texts: list[str], owner: tuple[str, str], now: float,
+                      vectors: np.ndarray | None = None) -> list[int]:
         """§5 ⑤ for the write pipeline: per text, the owner's memories recall finds relevant
-        (:mod:`memlab.recall.associate`)."""
+        (:mod:`memlab.recall.associate`); ``vectors``: the texts' query vectors, if known."""
         cfg = self.config
         qs = [t[:cfg.recall.max_query_chars] for t in texts]
         feats = self.features(qs, k=cfg.importance.association_k, now=now, agent_id=owner[0],
-                              user_id=owner[1])
+                              user_id=owner[1], query_vectors=vectors)
         return association_counts(feats.columns, n_queries=len(qs), cfg=cfg).tolist()
 
     def _embed_documents(self, texts: Sequence[str]):

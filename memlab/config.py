@@ -302,8 +302,10 @@ class LayersConfig(_Section):
     long_term_threshold: float = _f(0.6, "importance > this -> long-term layer.", ge=0.0, le=1.0,
                                     stage="ingest", spec="reverie §5")
     short_term_probability: float = _f(
-        1.0, "Probability that a memory below the threshold is kept (short term). The spec says "
-        "'by probability' without a value: memlab's choice 1 (deterministic).", ge=0.0, le=1.0,
+        1.0, "Probability that an exchange below the long-term threshold is kept (short term) by "
+        "store_interaction and bench writer mode, drawn from the generator of short_term_seed "
+        "(add/add_many store every item they are given). The spec says 'by probability' "
+        "without a value: memlab's choice 1 (keep all).", ge=0.0, le=1.0,
         stage="ingest", spec="reverie §5")
     long_term_default_importance: float = _f(0.7, "Default importance of store_long_term.",
                                              ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
@@ -629,7 +631,8 @@ class BenchConfig(_Section):
         "does (§5: importance from the item's text and meta emotion with association through "
         "recall, the autonomy gate, layer routing with the seeded short-term draw); only items "
         "whose meta layer is permanent (a character card's) are written as given. Items it "
-        "does not keep cannot be recalled.", stage="ingest")
+        "does not keep cannot be recalled. A benchmark has no LLM: gate.mode llm is refused "
+        "there.", stage="ingest")
     cache_dir: str = _f(".cache/memlab", "Folder of the persistent caches of benchmarks: embeddings "
                         "(a second run never re-embeds) and, under features/, replayed raw "
                         "signals.", stage="runtime")

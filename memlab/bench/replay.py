@@ -151,18 +151,24 @@ def item_error(item: Item, exc: InvalidInput, *, dataset: str) -> DatasetError:
 
 
 def write_items(store, items: Sequence[Item], fields: list[dict], vectors: np.ndarray | None, *,
-                dataset: str, writer: bool = False) -> list:
+                dataset: str, writer: bool = False, message_vectors: np.ndarray | None = None
+                ) -> list:
     """``store.add_many(fields)`` (``writer``: ``store.remember_many``, whose results it returns);
     when the store refuses the batch (all or nothing: nothing is written), the items are written
     one by one to find the one refused, reported by :func:`item_error`. The replay stops there:
     dropping the item would change the gold."""
-    write = store.remember_many if writer else store.add_many
+    def write(batch, vecs, mvecs):
+        if writer:
+            return store.remember_many(batch, vectors=vecs, message_vectors=mvecs)
+        return store.add_many(batch, vectors=vecs)
+
     try:
-        return write(fields, vectors=vectors)
+        return write(fields, vectors, message_vectors)
     except InvalidInput:
         for j, (item, f) in enumerate(zip(items, fields)):
             try:
-                write([f], vectors=None if vectors is None else vectors[j:j + 1])
+                write([f], None if vectors is None else vectors[j:j + 1],
+                      None if message_vectors is None else message_vectors[j:j + 1])
             except InvalidInput as exc:
                 raise item_error(item, exc, dataset=dataset) from exc
         raise  # refused as a batch, not item by item: the store's own message
@@ -218,7 +224,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                       for c in ds.conversations()}
     rendered = {c: [render_item(it, template) for it in its] for c, its in conv_items.items()}
     all_questions = [q for c in ds.conversations() for q in conv_questions[c]]
-    doc_vecs = q_vecs = background = None
+    doc_vecs = q_vecs = m_vecs = background = None
     if embedder is not None:
         background = background_for(
             cfg.recall, version=embedder.version,
@@ -232,6 +238,12 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
         q_vecs = embed_all([q.text for q in all_questions], embedder=embedder, cache=cache,
                            query=True, batch_size=cfg.embedding.batch_size, desc="embed questions",
                            progress=progress)
+        if writer and cfg.recall.use_dense and cfg.importance.association_k:
+            # writer mode's association lookup (§5 ⑤) asks each item's text as a query
+            m_vecs = embed_all([it.text for c in ds.conversations() for it in conv_items[c]],
+                               embedder=embedder, cache=cache, query=True,
+                               batch_size=cfg.embedding.batch_size, desc="embed item queries",
+                               progress=progress)
     timings["embed"] = time.perf_counter() - t0
 
     tables, terms, texts, ids = [], {}, {}, {}
@@ -262,8 +274,10 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                     batch = [make(items[j], cfg=cfg, rendered=rendered[conv][j])
                              for j in range(written, upto)]
                     vecs = None if doc_vecs is None else doc_vecs[d_off + written:d_off + upto]
+                    mvecs = None if m_vecs is None else m_vecs[d_off + written:d_off + upto]
                     results = write_items(store, items[written:upto], batch, vecs,
-                                          dataset=ds.card.name, writer=writer)
+                                          dataset=ds.card.name, writer=writer,
+                                          message_vectors=mvecs)
                     if writer:
                         for r in results:
                             counts["writer: " + (f"stored {r.layer}" if r.stored else

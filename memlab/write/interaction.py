@@ -130,12 +130,14 @@ def store_interaction(pipeline: WritePipeline, user_message: str, assistant_repl
 
 def remember(pipeline: WritePipeline, drafts: Sequence[Draft], *, messages: Sequence[str],
              replies: Sequence[str], now: float, rng: np.random.Generator, llm: LLM | None,
-             degraded: Degraded, vectors: np.ndarray | None = None) -> list[InteractionResult]:
+             degraded: Degraded, vectors: np.ndarray | None = None,
+             message_vectors: np.ndarray | None = None) -> list[InteractionResult]:
     """Steps 2-5 for drafts already validated (store_interaction: one; benchmark writer mode: a
     batch), all written in one transaction. ``messages``/``replies``: what the §5 scorer and the
     gate read for each draft. A draft with an explicit layer (a card's permanent memory) is
     written as given, never gated or drawn; one with an explicit importance is not re-scored.
-    ``vectors``: precomputed vectors of the drafts' texts (benchmarks)."""
+    ``vectors``: precomputed vectors of the drafts' texts, ``message_vectors`` of the messages
+    embedded as queries (benchmarks: embedded once through their cache)."""
     cfg = pipeline.config
     counters = pipeline.counters
     # ② importance (⑤: each message against its owner's memories, as §5 searches user_message)
@@ -144,8 +146,9 @@ def remember(pipeline: WritePipeline, drafts: Sequence[Draft], *, messages: Sequ
         if d.layer is None and d.importance is None:
             by_owner.setdefault(d.owner, []).append(j)
     for owner, js in by_owner.items():
-        assoc = pipeline.associations([messages[j][:cfg.recall.max_query_chars] for j in js],
-                                      owner, now)
+        assoc = pipeline.associations(
+            [messages[j][:cfg.recall.max_query_chars] for j in js], owner, now,
+            None if message_vectors is None else np.asarray(message_vectors)[js])
         for j, a in zip(js, assoc):
             d = drafts[j]
             d.associated = a

@@ -39,8 +39,9 @@ from memlab.write.records import Draft, TenantFn, finish, prepare
 
 #: texts -> (their document vectors or None: stored pending, vectors the cache lacks)
 EmbedFn = Callable[[list[str]], "tuple[np.ndarray | None, list[FreshVectors]]"]
-#: (texts, owner, now) -> number of stored memories of that owner associated with each text (§5 ⑤)
-AssociateFn = Callable[[list[str], "tuple[str, str]", float], Sequence[int]]
+#: (texts, owner, now, their query vectors or None) -> number of stored memories of that owner
+#: associated with each text (§5 ⑤)
+AssociateFn = Callable[[list[str], "tuple[str, str]", float, "np.ndarray | None"], Sequence[int]]
 
 
 @dataclass(frozen=True)
@@ -76,12 +77,14 @@ class WritePipeline:
             drafts.append(prepare(it, index=i, now=now, cfg=self.config, tenant=self._tenant))
         return drafts
 
-    def associations(self, texts: list[str], owner: tuple[str, str], now: float) -> list[int]:
+    def associations(self, texts: list[str], owner: tuple[str, str], now: float,
+                     vectors: np.ndarray | None = None) -> list[int]:
         """§5 ⑤: how many of the owner's stored memories each text is associated with (0 each
-        without an ``associate`` function or with ``importance.association_k`` 0)."""
+        without an ``associate`` function or with ``importance.association_k`` 0).
+        ``vectors``: the texts' query vectors when the caller has them (benchmarks)."""
         if self._associate is None or self.config.importance.association_k == 0 or not texts:
             return [0] * len(texts)
-        counts = [int(c) for c in self._associate(texts, owner, now)]
+        counts = [int(c) for c in self._associate(texts, owner, now, vectors)]
         if len(counts) != len(texts):
             raise RuntimeError(f"associate gave {len(counts)} counts for {len(texts)} texts")
         return counts

@@ -237,3 +237,21 @@ def test_llm_gate_needs_an_llm_and_takes_a_callable():
             st.store_interaction("我的生日是三月五日")
         res = st.store_interaction("我的生日是三月五日", llm=lambda prompt: "yes")
         assert res.stored and res.gate.by == "llm"
+
+
+def test_remember_many_batch_with_given_query_vectors_matches_the_lookup():
+    items = [{"text": "用户对咖啡因过敏吗", "id": "a"}, {"text": "我喜欢下雨天", "id": "b"},
+             {"text": "好的", "id": "c"}, {"text": "我叫小林", "id": "d", "layer": "permanent"}]
+    out = []
+    for given in (False, True):
+        with _open() as st:
+            st.add("用户对咖啡因过敏", importance=0.8)
+            mv = st.embedder.embed_queries([it["text"] for it in items]) if given else None
+            out.append(st.remember_many(items, message_vectors=mv))
+    for res in out:
+        assert [r.stored for r in res] == [True, True, False, True]
+        assert [r.associated for r in res] == [1, 0, 0, 0]
+        assert res[3].layer == "permanent" and res[3].gate.by == "given"
+        assert [r.id for r in res if r.stored] == ["a", "b", "d"]
+    with _open() as st, pytest.raises(InvalidInput, match="message_vectors"):
+        st.remember_many(items, message_vectors=np.zeros((2, 8)))
