@@ -7,11 +7,10 @@ step (``store.reinforce(result)``), never a side effect of recall.
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
-import math
-import uuid
 from collections import Counter
-from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -20,9 +19,10 @@ import numpy as np
 from memlab.clock import Clock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
-from memlab.errors import (ConfigError, EmbeddingUnavailable, InvalidCell, InvalidInput, StoreError,
-                           UnsafeWrite)
-from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text, check_unicode
+from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput, StoreError, UnsafeWrite
+from memlab.inputs import check_ids, check_k, check_tenant, check_text
+from memlab.llm import LLM, as_llm
+from memlab.recall.associate import association_counts
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.fuzzy import fuzz_recall
@@ -33,17 +33,16 @@ from memlab.safety import guard_user_message, screen_write
 from memlab.store import Store
 from memlab.store.cache import FreshVectors
 from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
-from memlab.text import extract_entities, memory_terms
-from memlab.types import (COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
-from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term_threshold,
-                                     score_importance)
+from memlab.types import MemoryRecord
 from memlab.write.card import SOURCE_TYPE as CARD_SOURCE
 from memlab.write.card import CardSync, anchor_items, load_card, plan_sync
 from memlab.write.correction import CorrectionResult, resolve_user_correction
+from memlab.write.interaction import (CorrectionHook, InteractionResult, remember,
+                                      store_interaction)
+from memlab.write.pipeline import WritePipeline
 
 log = logging.getLogger("memlab")
 
-_ID_PREFIX = {"permanent": "pm", "long_term": "lt", "short_term": "st"}
 _NO_QUERY_VECTOR = "lexical recall only: the embedder gives this query no vector"
 #: The ``MemoryStore.stats`` key counting texts the embedder cut to ``embedding.max_tokens``.
 TRUNCATED = "truncated: texts cut to embedding.max_tokens"
@@ -53,7 +52,7 @@ class MemoryStore:
     """One memory database: add, recall, reinforce. Use :func:`open_store` to make one."""
 
     def __init__(self, store: Store, *, config: MemlabConfig, embedder: Embedder | None,
-                 clock: Clock, embedder_error: str = "") -> None:
+                 clock: Clock, embedder_error: str = "", llm: LLM | None = None) -> None:
         self.config = config
         self._store = store
         self._embedder = embedder
@@ -62,6 +61,17 @@ class MemoryStore:
         self.stats: Counter[str] = Counter()
         self._bg: Background | None = None
         self._bg_cached = False   # the store's cache holds the background sample (see add)
+        self._bg_pending = False  # the last write carried the sample's missing rows
+        #: the LLM of the LLM gate (gate.mode = "llm"); None: none
+        self.llm: LLM | None = None if llm is None else as_llm(llm)
+        #: store_interaction's user-correction hook (§5 step ①); None: none
+        self.corrections: CorrectionHook | None = None
+        #: the short-term draw of store_interaction (layers.short_term_seed), one per opened store
+        self._short_term_rng = np.random.default_rng(config.layers.short_term_seed)
+        self._writer = WritePipeline(
+            store, config=config, embed=self._embed_for_write, associate=self._associations,
+            counters=self.stats,
+            tenant=lambda a, u, where: self._tenant(a, u, where=where))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -96,7 +106,7 @@ class MemoryStore:
         return check_tenant(agent_id, user_id, default_agent_id=w.default_agent_id,
                             default_user_id=w.default_user_id, where=where)
 
-    # -- write -------------------------------------------------------------------------------
+    # -- write (memlab.write.pipeline: the one write path) ------------------------------------
     def add(self, text: str, **fields: Any) -> MemoryRecord:
         """Add one memory; see :meth:`add_many` for the fields. Returns the stored record."""
         clock = fields.pop("clock", None)
@@ -105,52 +115,39 @@ class MemoryStore:
     def add_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
                  vectors: np.ndarray | None = None, replacing: Sequence[str] = ()
                  ) -> list[MemoryRecord]:
-        """Add memories in one all-or-nothing transaction.
+        """Add memories in one all-or-nothing transaction, through the write pipeline
+        (:mod:`memlab.write.pipeline`).
 
         Each item: ``text`` (required) and optionally ``id``, ``agent_id``, ``user_id``, ``layer``
-        (permanent/long_term/short_term; default from importance, §5), ``importance`` (default from
-        the §5 scorer), ``emotions`` ({name: 0..100}), ``cognitive_layer``, ``timestamp`` (default
-        the clock), ``event_time``, ``speaker``, ``session_id``, ``fact_key``, ``pinned``, ``scope``
-        and ``category`` (a valid Familiars cell), ``meta`` and the other MemoryRecord fields.
-        Invalid input raises InvalidInput naming the field and leaves the store unchanged.
-        ``vectors``: precomputed document vectors of the texts (benchmarks embed in batches
-        through their cache); default: embedded here through the store's embedding cache.
-        ``replacing``: ids deleted in the same transaction (:meth:`sync_card`).
+        (permanent/long_term/short_term; default: routed by importance under the owner's budget
+        pressure, §5 and §11.3 — an explicit add is always stored, short term below the
+        threshold), ``importance`` (default from the §5 scorer, association ⑤ included),
+        ``emotions`` ({name: 0..100}), ``cognitive_layer`` (default by prefix, §4.1),
+        ``timestamp`` (default the clock), ``event_time``, ``speaker``, ``session_id``,
+        ``fact_key``, ``pinned``, ``scope`` and ``category`` (a valid Familiars cell), ``meta``
+        and the other MemoryRecord fields. Invalid input raises InvalidInput naming the field and
+        leaves the store unchanged. ``vectors``: precomputed document vectors of the texts
+        (benchmarks embed in batches through their cache); default: embedded here through the
+        store's embedding cache. ``replacing``: ids deleted in the same transaction
+        (:meth:`sync_card`). A write that tries to hijack identity or instructions raises
+        UnsafeWrite (:mod:`memlab.safety`) and is audited; nothing of the batch is written.
         """
         now = to_unix((clock or self.clock).now())
-        used: list[int] = []  # long-term chars, read once per batch (§11.3 budget pressure)
+        with self._refusals_audited(now):
+            stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing)
+        self._bg_cached = self._bg_cached or self._bg_pending
+        return stored
 
-        def long_term_used() -> int:
-            if not used:
-                used.append(self._store.repo.layer_chars("long_term"))
-            return used[0]
-
+    @contextlib.contextmanager
+    def _refusals_audited(self, now: float):
+        """An UnsafeWrite raised by the write pipeline leaves an audit row (§12), then goes on."""
         try:
-            records = [self._build_record(dict(it), now=now, index=i,
-                                          long_term_used=long_term_used)
-                       for i, it in enumerate(items)]
-        except UnsafeWrite as exc:   # nothing of the batch is written; the refusal is audited
+            yield
+        except UnsafeWrite as exc:
             self._audit("refused_write", now=now, agent_id=exc.agent_id, user_id=exc.user_id,
                         rule=exc.safety_rule, field=exc.field, pattern=exc.pattern,
                         excerpt=exc.excerpt)
             raise
-        if not records:
-            self._store.repo.delete(list(replacing))
-            return []
-        rc = self.config.recall
-        terms = [memory_terms(r.text, term_cap=rc.term_cap, text_cap=rc.text_cap) for r in records]
-        ents = [extract_entities(r.text, min_chars=self.config.entity.min_chars) for r in records]
-        fresh: list[FreshVectors] = []
-        if vectors is None:   # embedded here: the cache gets them and what the sample lacks
-            vectors, new = self._embed_documents([r.text for r in records])
-            fresh = ([new] if new is not None else []) + self._background_rows()
-        elif len(vectors) != len(records):
-            raise InvalidInput("vectors", f"one vector per item ({len(records)})", len(vectors))
-        stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors, fresh=fresh,
-                                 replacing=replacing)
-        self._bg_cached = self._bg_cached or bool(fresh)
-        self.stats["added"] += len(stored)
-        return stored
 
     def sync_card(self, card: str | Path, *, agent_id: str | None = None,
                   user_id: str | None = None, dry_run: bool = False,
@@ -172,64 +169,85 @@ class MemoryStore:
             self.stats["card anchors removed"] += len(plan.removed)
         return plan
 
-    def _build_record(self, it: dict[str, Any], *, now: float, index: int,
-                      long_term_used) -> MemoryRecord:
+
+    def store_interaction(self, user_message: str, assistant_reply: str = "", *,
+                          emotion: float | Mapping[str, float] | None = None,
+                          agent_id: str | None = None, user_id: str | None = None,
+                          clock: Clock | None = None, llm: Any = None,
+                          corrections: Any = None) -> InteractionResult:
+        """Remember one exchange, or not (§5; :mod:`memlab.write.interaction`): corrections
+        hook, importance (association through recall), the autonomy gate (``gate.mode``), layer
+        routing with the seeded short-term draw, one transaction. Returns an
+        :class:`~memlab.write.interaction.InteractionResult` saying what was stored or why not.
+
+        ``emotion``: an intensity in [0, 1] or an emotion vector {name: 0..100}. ``llm``: the LLM
+        of the LLM gate (default: the store's, ``open_store(llm=...)``). ``corrections``: the
+        user-correction hook run first (default: the store's ``corrections``, none unless set).
+        """
+        now = to_unix((clock or self.clock).now())
+        with self._refusals_audited(now):
+            return store_interaction(
+                self._writer, user_message, assistant_reply, emotion=emotion, agent_id=agent_id,
+                user_id=user_id, now=now, rng=self._short_term_rng,
+                llm=self.llm if llm is None else as_llm(llm),
+                corrections=self.corrections if corrections is None else corrections,
+                degraded=self._degraded)
+
+    def remember_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
+                      vectors: np.ndarray | None = None, llm: Any = None,
+                      message_vectors: np.ndarray | None = None) -> list[InteractionResult]:
+        """store_interaction's steps ②-⑤ for a batch of add_many items (benchmark writer mode):
+        each item is scored (§5, association included), gated and routed with the short-term
+        draw, and what is kept is written in one transaction; one
+        :class:`~memlab.write.interaction.InteractionResult` per item. An item may carry
+        ``message`` and ``reply``: what the scorer and the gate read (default: its text and '').
+        An item with an explicit ``layer`` (a character card's permanent memory) is written as
+        given; one with an ``importance`` is not re-scored. ``vectors``: as in :meth:`add_many`;
+        ``message_vectors``: the messages embedded as queries (the association lookup), when the
+        caller has them (benchmarks embed them once through their cache).
+        """
+        now = to_unix((clock or self.clock).now())
+        items = [dict(it) for it in items]
+        messages = [it.pop("message", None) for it in items]
+        replies = [it.pop("reply", None) or "" for it in items]
+        with self._refusals_audited(now):
+            drafts = self._writer.prepare(items, now=now)
+        for i, (m, r) in enumerate(zip(messages, replies)):
+            if m is not None:
+                check_text(m, f"items[{i}].message", max_chars=self.config.recall.max_text_chars,
+                           limit_name="recall.max_text_chars")
+            if not isinstance(r, str):
+                raise InvalidInput(f"items[{i}].reply", "must be a string", type(r).__name__)
+        for name, arr in (("vectors", vectors), ("message_vectors", message_vectors)):
+            if arr is not None and len(arr) != len(drafts):
+                raise InvalidInput(name, f"one vector per item ({len(drafts)})", len(arr))
+        results = remember(self._writer, drafts, messages=[m or d.text for m, d in
+                                                           zip(messages, drafts)],
+                           replies=replies, now=now, rng=self._short_term_rng,
+                           llm=self.llm if llm is None else as_llm(llm), degraded=self._degraded,
+                           vectors=vectors, message_vectors=message_vectors)
+        self._bg_cached = self._bg_cached or self._bg_pending
+        return results
+
+    def _embed_for_write(self, texts: list[str]):
+        """The write pipeline's embed step: (vectors or None, vectors the cache lacks)."""
+        self._bg_pending = False
+        vectors, new = self._embed_documents(texts)
+        if vectors is None:
+            return None, []
+        bg = self._background_rows()
+        self._bg_pending = bool(bg)
+        return vectors, ([new] if new is not None else []) + bg
+
+    def _associations(self, texts: list[str], owner: tuple[str, str], now: float,
+                      vectors: np.ndarray | None = None) -> list[int]:
+        """§5 ⑤ for the write pipeline: per text, the owner's memories recall finds relevant
+        (:mod:`memlab.recall.associate`); ``vectors``: the texts' query vectors, if known."""
         cfg = self.config
-        where = f"items[{index}]"
-        text = check_text(it.pop("text", None), f"{where}.text",
-                          max_chars=cfg.recall.max_text_chars, limit_name="recall.max_text_chars")
-        for name, value in it.items():
-            check_unicode(value, f"{where}.{name}")
-        it["agent_id"], it["user_id"] = self._tenant(it.get("agent_id"), it.get("user_id"),
-                                                     where=f"{where}.")
-        it = screen_write(text, it, cfg.safety, where=where)   # UnsafeWrite: a hijack (§12)
-        emotions = dict(it.pop("emotions", None) or {})
-        for k, v in emotions.items():
-            if not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise InvalidInput(f"{where}.emotions[{k!r}]", "must be a finite number", v)
-        intensity = min(1.0, max((abs(v) for v in emotions.values()), default=0.0)
-                        / cfg.fusion.emotion_scale)
-        layer = it.pop("layer", None) or it.pop("retention_layer", None)
-        importance = it.pop("importance", None)
-        if importance is None:
-            importance = (cfg.layers.permanent_importance if layer == "permanent" else
-                          score_importance(text, emotion_intensity=intensity,
-                                           cfg=cfg.importance, term_cap=cfg.recall.term_cap,
-                                           text_cap=cfg.recall.text_cap))
-        if isinstance(importance, bool) or not isinstance(importance, (int, float)) \
-                or not math.isfinite(importance) or not 0.0 <= importance <= 1.0:
-            raise InvalidInput(f"{where}.importance", "must be a finite number in [0, 1]",
-                               importance)
-        if layer is None:
-            layer = choose_layer(float(importance), threshold=long_term_threshold(
-                long_term_used(), layers=cfg.layers, gov=cfg.governance))
-        if layer not in RETENTION_LAYERS:
-            raise InvalidInput(f"{where}.layer", f"one of {RETENTION_LAYERS}", layer)
-        cognitive = it.pop("cognitive_layer", None) or cognitive_layer_of(
-            text, episodic_prefix=cfg.layers.episodic_prefix)
-        if cognitive not in COGNITIVE_LAYERS:
-            raise InvalidInput(f"{where}.cognitive_layer", f"one of {COGNITIVE_LAYERS}", cognitive)
-        scope, category = it.get("scope"), it.get("category")
-        if scope is not None or category is not None:
-            if (scope, category) not in VALID_CELLS:
-                raise InvalidCell(f"{where}.(scope, category)", "not a valid Familiars cell "
-                                  "(familiars §5.2.3 VALID_CELLS)", (scope, category))
-        ts = it.pop("timestamp", None)
-        ts = now if ts is None else to_unix(ts)
-        ev = it.pop("event_time", None)
-        mem_id = it.pop("id", None)
-        mem_id = f"{_ID_PREFIX[layer]}_{uuid.uuid4().hex}" if mem_id is None \
-            else check_id(mem_id, f"{where}.id")
-        for name in ("tags", "derived_from", "source_quote"):
-            if name in it:
-                it[name] = tuple(it[name])
-        try:
-            return MemoryRecord(id=mem_id, text=text, retention_layer=layer,
-                                cognitive_layer=cognitive, timestamp=float(ts),
-                                event_time=None if ev is None else to_unix(ev),
-                                importance=float(importance), emotions=emotions, **it)
-        except TypeError as exc:
-            raise InvalidInput(where, f"unknown field ({exc})", sorted(it)) from None
+        qs = [t[:cfg.recall.max_query_chars] for t in texts]
+        feats = self.features(qs, k=cfg.importance.association_k, now=now, agent_id=owner[0],
+                              user_id=owner[1], query_vectors=vectors)
+        return association_counts(feats.columns, n_queries=len(qs), cfg=cfg).tolist()
 
     def _embed_documents(self, texts: Sequence[str]):
         """(vectors, the newly embedded ones the add caches in its transaction), or (None, None):
@@ -567,7 +585,8 @@ class MemoryStore:
 
 def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = None,
                embedder: Embedder | None = None, clock: Clock | None = None,
-               load_embedder: bool = True, card: str | Path | None = None) -> MemoryStore:
+               load_embedder: bool = True, card: str | Path | None = None,
+               llm: Any = None) -> MemoryStore:
     """Open (or create) a memory store.
 
     ``card``: a character card file (YAML or JSON) synced into the permanent layer of the
@@ -589,7 +608,7 @@ def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = N
             log.warning("memlab: embedder unavailable (%s); lexical recall only", exc)
     store = Store.open(path, config=cfg, embedder=embedder)
     out = MemoryStore(store, config=cfg, embedder=embedder, clock=clock or SystemClock(),
-                      embedder_error=error)
+                      embedder_error=error, llm=llm)
     if card is not None:
         try:
             out.sync_card(card)

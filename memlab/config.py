@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import string
 import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -47,6 +48,24 @@ def _f(default: Any, description: str, *, stage: str = "score", spec: str | None
     strict = bounds.pop("strict", isinstance(default, (bool, int, float)) or None)
     return Field(default, description=description, json_schema_extra=extra, strict=strict,
                  **bounds)
+
+
+def _template_fields(template: str, allowed: tuple[str, ...]) -> str:
+    """``template`` if it is a str.format template with only the named fields ``allowed``
+    (ValueError naming the first other one, for a field validator)."""
+    try:
+        parts = [p for p in string.Formatter().parse(template) if p[1] is not None]
+    except ValueError as exc:
+        raise ValueError(f"not a valid str.format template ({exc}); double a literal brace") \
+            from None
+    if any(conv not in (None, "r", "s", "a") or "{" in (spec or "") for _, _, spec, conv in parts):
+        raise ValueError("a placeholder with a bad conversion (!r, !s, !a only) or a nested "
+                         "field in its format spec")
+    bad = [n for _, n, _, _ in parts if n not in allowed]
+    if bad:
+        raise ValueError(f"unknown placeholder {{{bad[0]}}}; use " +
+                         " or ".join(f"{{{a}}}" for a in allowed))
+    return template
 
 
 class _Section(BaseModel):
@@ -284,8 +303,10 @@ class LayersConfig(_Section):
     long_term_threshold: float = _f(0.6, "importance > this -> long-term layer.", ge=0.0, le=1.0,
                                     stage="ingest", spec="reverie §5")
     short_term_probability: float = _f(
-        1.0, "Probability that a memory below the threshold is kept (short term). The spec says "
-        "'by probability' without a value: memlab's choice 1 (deterministic).", ge=0.0, le=1.0,
+        1.0, "Probability that an exchange below the long-term threshold is kept (short term) by "
+        "store_interaction and bench writer mode, drawn from the generator of short_term_seed "
+        "(add/add_many store every item they are given). The spec says 'by probability' "
+        "without a value: memlab's choice 1 (keep all).", ge=0.0, le=1.0,
         stage="ingest", spec="reverie §5")
     long_term_default_importance: float = _f(0.7, "Default importance of store_long_term.",
                                              ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
@@ -293,8 +314,30 @@ class LayersConfig(_Section):
                                               ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
     permanent_importance: float = _f(1.0, "Importance of permanent (character card) memories.",
                                      ge=0.0, le=1.0, stage="ingest", spec="reverie §4.2")
-    episodic_prefix: str = _f("事件记忆：", "Text prefix that makes a memory episodic (§4.1).",
-                              stage="ingest", spec="reverie §4.1")
+    episodic_prefixes: tuple[str, ...] = _f(
+        ("事件记忆：", "Event memory:"), "A memory whose text starts with one of these is episodic "
+        "(§4.1 gives 事件记忆：; the English prefix is memlab's choice, so that the rule works in "
+        "both languages).", stage="ingest", spec="reverie §4.1")
+    procedural_prefixes: tuple[str, ...] = _f(
+        ("程序记忆：", "步骤：", "Procedural memory:", "Steps:"), "A memory whose text starts with "
+        "one of these (and with no episodic prefix) is procedural; any other is semantic. §4.1 "
+        "names the procedural layer but gives no rule: memlab's choice, a prefix rule like the "
+        "spec's episodic one, so a caller or a writer marks a how-to explicitly and ordinary chat "
+        "never turns procedural by accident.", stage="ingest", spec="reverie §4.1")
+    short_term_seed: int = _f(
+        0, "Seed of the short-term draw (short_term_probability) of store_interaction and bench "
+        "writer mode: one generator per opened store, one draw per routed interaction, so the "
+        "same seed and inputs keep the same memories (and a lower probability keeps a subset).",
+        ge=0, le=2**63 - 1, stage="ingest")
+    interaction_template: str = _f(
+        "{user_message}\n{assistant_reply}", "The text store_interaction stores for an exchange "
+        "(fields {user_message}, {assistant_reply}; an empty reply leaves the user message "
+        "alone). memlab's choice: the same combination §5 scores importance on.", stage="ingest")
+
+    @field_validator("interaction_template")
+    @classmethod
+    def _interaction_fields(cls, v: str) -> str:
+        return _template_fields(v, ("user_message", "assistant_reply"))
 
 
 class ImportanceConfig(_Section):
@@ -334,13 +377,15 @@ class ImportanceConfig(_Section):
 class GovernanceConfig(_Section):
     enabled: bool = _f(True, "Governance-on fused formula (resident boost); off folds retention "
                        "times reinforcement into relevance.", spec="reverie §8")
-    budget_pressure_start: float = _f(0.70, "Long-term char usage fraction where pressure starts.",
-                                      ge=0.0, le=1.0, stage="runtime", spec="reverie §11.3")
+    budget_pressure_start: float = _f(0.70, "Long-term char usage fraction (of one agent and "
+                                      "user's long-term memories) where pressure starts.",
+                                      ge=0.0, lt=1.0, stage="ingest", spec="reverie §11.3")
     budget_threshold_max: float = _f(0.95, "Long-term threshold at full pressure (linear from "
                                      "layers.long_term_threshold).", ge=0.0, le=1.0,
-                                     stage="runtime", spec="reverie §11.3")
-    long_term_char_budget: int = _f(200_000, "Long-term layer character budget. memlab's choice.",
-                                    ge=1, le=10**10, stage="runtime")
+                                     stage="ingest", spec="reverie §11.3")
+    long_term_char_budget: int = _f(200_000, "Long-term layer character budget of one agent and "
+                                    "user (§11.3's store holds one user). memlab's choice.",
+                                    ge=1, le=10**10, stage="ingest")
     pins_max: int = _f(20, "Most memories that can be pinned.", ge=0, le=100_000,
                        stage="runtime", spec="reverie §11.3")
     usage_weight_injected: float = _f(0.2, "Usage signal weight: injected.", ge=0.0, le=100.0,
@@ -447,6 +492,62 @@ class WriterConfig(_Section):
                               stage="runtime")
     schema_version: int = _f(2, "Familiars entry schema version.", ge=1, le=1000,
                              stage="runtime", spec="familiars §5.3.1")
+
+
+class GateConfig(_Section):
+    """The autonomy gate of store_interaction (§5 _should_remember: a rule version or an LLM
+    version): is this exchange worth remembering at all? What is kept and where is then decided by
+    importance and the layer routing."""
+
+    autonomous: bool = _f(True, "Autonomous memory switch (§5 自治记忆开关): off, store_interaction "
+                          "stores nothing and says so.", stage="ingest", spec="reverie §5")
+    mode: Literal["rule", "llm"] = _f(
+        "rule", "rule: the rule gate; llm: ask the store's LLM (memlab.llm), falling back to the "
+        "rule gate when its reply cannot be read (logged once, counted).", stage="ingest",
+        spec="reverie §5")
+    min_chars: int = _f(2, "A user message with fewer characters than this, not counting "
+                        "whitespace and punctuation, is not worth remembering (rule gate). "
+                        "memlab's choice: drops empty and one-character messages ('?', '嗯').",
+                        ge=0, le=100_000, stage="ingest")
+    trivial_messages: tuple[str, ...] = _f(
+        ("ok", "okay", "k", "yes", "no", "yeah", "sure", "thanks", "thank you", "thx", "lol",
+         "haha", "bye", "好", "好的", "嗯", "嗯嗯", "哦", "哈哈", "哈哈哈", "谢谢", "收到", "行", "对",
+         "是的", "再见", "晚安"),
+        "A user message that is only one of these (ignoring case, whitespace and punctuation) is "
+        "an acknowledgement, not worth remembering (rule gate), unless the exchange scores above "
+        "layers.long_term_threshold. memlab's choice, zh and en.", stage="ingest")
+    llm_prompt: str = _f(
+        "You decide what a companion AI remembers about its user. Is this exchange worth "
+        "remembering for later conversations (facts about the user, preferences, plans, "
+        "promises, events, feelings)? Small talk and acknowledgements are not.\n"
+        "User: {user_message}\nAssistant: {assistant_reply}\n"
+        'Answer with JSON only: {{"remember": true or false, "reason": "<a few words>"}}',
+        "Prompt of the LLM gate (fields {user_message}, {assistant_reply}; literal braces "
+        "doubled). Its reply is read as JSON {\"remember\": bool} or a leading yes/no (是/否). "
+        "memlab's choice.", stage="ingest")
+
+    @field_validator("llm_prompt")
+    @classmethod
+    def _prompt_fields(cls, v: str) -> str:
+        return _template_fields(v, ("user_message", "assistant_reply"))
+
+
+class LLMConfig(_Section):
+    """The OpenAI-compatible chat-completions client of :mod:`memlab.llm` (LLM gate, summaries)."""
+
+    base_url: str = _f("http://127.0.0.1:8000/v1", "Base URL of an OpenAI-compatible API "
+                       "(POST {base_url}/chat/completions). memlab's choice: a local server.",
+                       stage="runtime")
+    model: str = _f("", "Model name sent with each request ('' : the server's default).",
+                    stage="runtime")
+    api_key_env: str = _f("OPENAI_API_KEY", "Environment variable holding the API key, read "
+                          "when a client is made (unset: no Authorization header).",
+                          stage="runtime")
+    timeout_s: float = _f(30.0, "Seconds before a request is abandoned (LLMError).", gt=0.0,
+                          le=3600.0, stage="runtime")
+    temperature: float = _f(0.0, "Sampling temperature. memlab's choice: 0, repeatable answers.",
+                            ge=0.0, le=2.0, stage="runtime")
+    max_tokens: int = _f(256, "Most tokens of a reply.", ge=1, le=1_000_000, stage="runtime")
 
 
 class ConsolidationConfig(_Section):
@@ -971,6 +1072,14 @@ class BenchConfig(_Section):
     layer_policy: Literal["meta", "importance", "long_term", "short_term"] = _f(
         "meta", "Layer of replayed items: the item's meta (else by importance), by importance "
         "threshold, or all in one layer.", stage="ingest")
+    write_mode: Literal["raw", "writer"] = _f(
+        "raw", "How replay writes items. raw: add_many with the importance and layer policies "
+        "above (every item stored). writer: the write pipeline decides, as store_interaction "
+        "does (§5: importance from the item's text and meta emotion with association through "
+        "recall, the autonomy gate, layer routing with the seeded short-term draw); only items "
+        "whose meta layer is permanent (a character card's) are written as given. Items it "
+        "does not keep cannot be recalled. A benchmark has no LLM: gate.mode llm is refused "
+        "there.", stage="ingest")
     cache_dir: str = _f(".cache/memlab", "Folder of the persistent caches of benchmarks: embeddings "
                         "(a second run never re-embeds) and, under features/, replayed raw "
                         "signals.", stage="runtime")
@@ -1021,6 +1130,8 @@ class MemlabConfig(_Section):
     selection: SelectionConfig = SelectionConfig()
     dialog_tree: DialogTreeConfig = DialogTreeConfig()
     writer: WriterConfig = WriterConfig()
+    gate: GateConfig = GateConfig()
+    llm: LLMConfig = LLMConfig()
     consolidation: ConsolidationConfig = ConsolidationConfig()
     jobs: JobsConfig = JobsConfig()
     compression: CompressionConfig = CompressionConfig()

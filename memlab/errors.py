@@ -90,6 +90,18 @@ class EmbeddingUnavailable(MemlabError):
     """The embedder cannot load or cannot embed; recall degrades to lexical, never to fake vectors."""
 
 
+class LLMError(MemlabError):
+    """A language model could not answer: the server refused (status and body named), did not
+    answer within the timeout, or sent something that is not a chat completion. Nothing is
+    retried: the caller decides (the LLM gate falls back to the rule gate, logged and counted).
+
+    ``url``: the endpoint; ``status``: the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
+        self.url, self.status = url, status
+        super().__init__(message)
+
+
 class DatasetError(MemlabError, ValueError):
     """A dataset file is malformed. Names the file, the line (1-based, when known) and the field."""
 

@@ -244,10 +244,17 @@ def test_forgetting_suppresses_but_never_deletes():
 
 
 def test_layer_and_importance_defaults_follow_the_spec(hstore):
-    rec = hstore.add("我答应她下周一起去看海，这是我们的约定")  # markers 答应, 约定
-    # importance = min(0.85, 0.25 + 2 * 0.12) = 0.49 -> not > 0.6 -> short term
+    with memlab.open_store(":memory:", config=HCFG, clock=FixedClock(T0)) as empty:
+        rec = empty.add("我答应她下周一起去看海，这是我们的约定")  # markers 答应, 约定
+    # nothing stored to associate with: importance = min(0.85, 0.25 + 2 * 0.12) = 0.49
+    # -> not > 0.6 -> short term
     assert rec.importance == pytest.approx(0.49) and rec.retention_layer == "short_term"
     assert rec.id.startswith("st_")
+    # HCFG turns recall's relevance floor off, so every stored memory recall gathers is
+    # associated (§5 ⑤, capped at importance.association_k = 3): min(0.9, 0.4 + 0.1 * 3) = 0.7
+    rec = hstore.add("我答应她下周一起去看海，这是我们的约定")
+    assert rec.importance == pytest.approx(0.7) and rec.retention_layer == "long_term"
+    assert rec.id.startswith("lt_")
     assert hstore.add("事件记忆：第一次见面", importance=0.9).cognitive_layer == "episodic"
     pm = hstore.add("名字：小星", layer="permanent")
     assert pm.importance == 1.0 and pm.id.startswith("pm_")

@@ -310,6 +310,19 @@ def test_bench_writes_the_json_report_and_the_artifacts(cli, tmp_path, tiny_benc
         MemlabConfig.from_yaml(hashing_yaml)
 
 
+def test_bench_mode_runs_each_preset_raw_and_writer(cli, tmp_path, tiny_bench_folder,
+                                                   hashing_yaml):
+    out_json = tmp_path / "report.json"
+    res = cli("bench", "--dataset", tiny_bench_folder, "--config", hashing_yaml, "--mode",
+              "raw,writer", "--json", out_json, "--no-track", "--out-dir", tmp_path / "r", "-q")
+    assert res.exit_code == 0, res.output
+    report = json.loads(out_json.read_text(encoding="utf-8"))
+    assert report["presets"] == ["hashing", "hashing+writer"]
+    bad = cli("bench", "--dataset", tiny_bench_folder, "--config", hashing_yaml, "--mode", "fast",
+              "--no-track", "--out-dir", tmp_path / "r2", "-q")
+    assert bad.exit_code == 2 and "bench.write_mode" in bad.stderr
+
+
 def test_bench_compare_with_different_embedders_exits_2(cli, tmp_path, tiny_bench_folder,
                                                         hashing_yaml):
     other = tmp_path / "dim64.yaml"

@@ -34,7 +34,6 @@ SPEC = {
     # reverie §4-§5 layers and importance
     "layers.long_term_threshold": 0.6, "layers.long_term_default_importance": 0.7,
     "layers.short_term_default_importance": 0.3, "layers.permanent_importance": 1.0,
-    "layers.episodic_prefix": "事件记忆：",
     "importance.marker_base": 0.25, "importance.marker_step": 0.12, "importance.marker_cap": 0.85,
     "importance.repeat_base": 0.35, "importance.repeat_step": 0.08, "importance.repeat_cap": 0.8,
     "importance.long_message_chars": 80, "importance.long_message_score": 0.45,
@@ -69,6 +68,11 @@ SPEC = {
 @pytest.mark.parametrize("key,value", sorted(SPEC.items()))
 def test_default_matches_spec(key, value):
     assert MemlabConfig().to_flat()[key] == value
+
+
+def test_the_spec_episodic_prefix_is_the_first():
+    # reverie §4.1: text.startswith("事件记忆：") -> episodic; the English prefix is memlab's addition
+    assert MemlabConfig().layers.episodic_prefixes[0] == "事件记忆："
 
 
 def test_decay_lambda_gives_half_life():

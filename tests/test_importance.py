@@ -3,8 +3,9 @@
 import pytest
 
 from memlab.config import MemlabConfig
-from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term_threshold,
-                                     score_importance)
+from memlab.write.importance import score_importance
+from memlab.write.layers import choose_layer, long_term_threshold
+from memlab.write.records import cognitive_layer_of
 
 CFG = MemlabConfig()
 
@@ -49,5 +50,31 @@ def test_layer_and_budget_pressure():
     assert long_term_threshold(2 * budget, layers=lay, gov=g) == pytest.approx(0.95)
     assert choose_layer(0.61, threshold=0.6) == "long_term"
     assert choose_layer(0.6, threshold=0.6) == "short_term"  # "> 0.6", strictly
-    assert cognitive_layer_of("事件记忆：去了海边", episodic_prefix=lay.episodic_prefix) == "episodic"
-    assert cognitive_layer_of("喜欢海边", episodic_prefix=lay.episodic_prefix) == "semantic"
+    assert cognitive_layer_of("事件记忆：去了海边", layers=lay) == "episodic"
+    assert cognitive_layer_of("喜欢海边", layers=lay) == "semantic"
+
+
+# -- properties (hypothesis) -----------------------------------------------------------------------
+from hypothesis import given, strategies as st  # noqa: E402
+
+_TEXT = st.text(alphabet=st.sampled_from(list("我的生日是三月五日喜欢讨厌 birthdaylove,.!。\n")),
+                max_size=120)
+_UNIT = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
+@given(msg=_TEXT, reply=_TEXT, lo=_UNIT, hi=_UNIT, assoc=st.integers(0, 10))
+def test_stronger_emotion_never_lowers_importance(msg, reply, lo, hi, assoc):
+    lo, hi = min(lo, hi), max(lo, hi)
+    assert imp(msg, assistant_reply=reply, emotion_intensity=lo, associated=assoc) \
+        <= imp(msg, assistant_reply=reply, emotion_intensity=hi, associated=assoc)
+
+
+@given(msg=_TEXT, reply=_TEXT, emo=st.floats(-5, 5, allow_nan=False), assoc=st.integers(0, 50))
+def test_importance_is_always_in_floor_to_one(msg, reply, emo, assoc):
+    value = imp(msg, assistant_reply=reply, emotion_intensity=emo, associated=assoc)
+    assert CFG.importance.floor <= value <= 1.0
+
+
+@given(msg=_TEXT, a=st.integers(0, 10), b=st.integers(0, 10))
+def test_more_associations_never_lower_importance(msg, a, b):
+    assert imp(msg, associated=min(a, b)) <= imp(msg, associated=max(a, b))

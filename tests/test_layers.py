@@ -15,7 +15,7 @@ RANK = {
     "errors": 0, "types": 0, "clock": 0, "version": 0,
     "config": 1, "inputs": 1, "text": 1,
     "safety": 1.5,       # pure checks of what is written and recalled (config, errors, types only)
-    "embed": 2,
+    "embed": 2, "llm": 2,
     "store": 3,
     "forgetting": 4, "write": 4, "jobs": 4,
     "recall": 5,

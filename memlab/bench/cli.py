@@ -11,8 +11,8 @@ import typer
 
 from memlab.bench.run import (BenchOutcome, check_metrics, format_table, resolve_preset,
                               run_bench)
-from memlab.config import load_config, parse_assignments
-from memlab.errors import MemlabError
+from memlab.config import MemlabConfig, load_config, parse_assignments
+from memlab.errors import ConfigError, MemlabError
 
 DEFAULT_COMPARE = "reverie,cosine,bm25,generative_agents,hybrid_rrf"
 
@@ -34,6 +34,11 @@ def bench(
                                              "(applied to every preset)."),
     compare: Optional[str] = typer.Option(None, "--compare", help="Comma-separated presets (or "
                                           f"YAML paths) run side by side, e.g. {DEFAULT_COMPARE}"),
+    mode: Optional[str] = typer.Option(
+        None, "--mode", help="How items are written (bench.write_mode): raw (add_many with the "
+        "importance and layer policies, every item stored; the default) or writer (the write "
+        "pipeline decides importance, gate and layer, as store_interaction does). "
+        "'raw,writer' runs every preset both ways ('<preset>+writer')."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the results as JSON."),
     out_dir: Path = typer.Option(Path("results"), "--out-dir", help="Per-query results and plots."),
@@ -71,6 +76,8 @@ def bench(
             presets = [(config.stem, load_config(config, overrides=overrides))]
         else:
             presets = [("reverie", load_config(None, overrides=overrides))]
+        if mode is not None:
+            presets = with_modes(presets, [m.strip() for m in mode.split(",") if m.strip()])
         per_category = None
         if metric:
             per_category = check_metrics([m.strip() for ms in metric for m in ms.split(",")
@@ -97,6 +104,18 @@ def bench(
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
         typer.echo(f"wrote {json_out}")
+
+
+def with_modes(presets: list[tuple[str, MemlabConfig]], modes: list[str]
+               ) -> list[tuple[str, MemlabConfig]]:
+    """Each preset once per write mode (bench.write_mode): one mode keeps the preset's name; with
+    several, a mode other than raw is named '<preset>+<mode>'."""
+    if not modes or len(set(modes)) != len(modes):
+        raise ConfigError("bench.write_mode", "--mode takes raw, writer or raw,writer",
+                          ",".join(modes))
+    return [(name if len(modes) == 1 or m == "raw" else f"{name}+{m}",
+             cfg.replace(**{"bench.write_mode": m}))
+            for name, cfg in presets for m in modes]
 
 
 def write_artifacts(out: BenchOutcome, out_dir: Path) -> Path:

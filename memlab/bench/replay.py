@@ -30,7 +30,7 @@ from memlab.embed import Embedder
 from memlab.errors import ConfigError, DatasetError, InvalidInput
 from memlab.recall.background import background_for
 from memlab.recall.features import Features, empty_table
-from memlab.write.importance import choose_layer, score_importance
+from memlab.write.importance import score_importance
 
 
 RENDER_FIELDS = ("speaker", "text", "date", "session_id")
@@ -76,7 +76,11 @@ def render_item(item: Item, template: str) -> str:
 
 
 def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
-    """The memory an item becomes, by the config's importance and layer policies."""
+    """The memory an item becomes in raw mode, by the config's importance and layer policies: the
+    fields ``MemoryStore.add_many`` (the write pipeline) stores. Importance: the item's meta, the
+    §5 scorer on the item's own text (no association lookup: that is writer mode), or constant.
+    Layer: the item's meta or one layer as given; otherwise none, so the pipeline routes by
+    importance under the conversation owner's budget pressure (§5, §11.3) as any add does."""
     b, meta = cfg.bench, item.meta or {}
     if b.importance_policy == "meta" and isinstance(meta.get("importance"), (int, float)):
         importance = float(meta["importance"])
@@ -91,8 +95,6 @@ def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
         layer = meta.get("layer")
     elif b.layer_policy in ("long_term", "short_term"):
         layer = b.layer_policy
-    if layer is None:
-        layer = choose_layer(importance, threshold=cfg.layers.long_term_threshold)
     emotion = meta.get("emotion")
     fields = {
         "text": rendered, "id": item.item_id, "layer": layer, "importance": importance,
@@ -108,8 +110,29 @@ def item_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
     return fields
 
 
+def writer_fields(item: Item, *, cfg: MemlabConfig, rendered: str) -> dict:
+    """The item as writer mode hands it to ``MemoryStore.remember_many``: the rendered text, its
+    id and provenance, the meta emotion and fact key, and the item's own text as the message the
+    §5 scorer and the gate read. The pipeline chooses importance, layer and cognitive layer; only
+    a permanent item (meta layer, a character card's memory, §4.2) keeps its layer."""
+    meta = item.meta or {}
+    emotion = meta.get("emotion")
+    fields = {
+        "text": rendered, "id": item.item_id, "message": item.text, "timestamp": item.timestamp,
+        "speaker": item.speaker, "session_id": item.session_id,
+        "emotions": ({"intensity": float(emotion) * cfg.fusion.emotion_scale}
+                     if isinstance(emotion, (int, float)) else {}),
+        "fact_key": str(meta.get("fact_key", "")),
+    }
+    if meta.get("layer") == "permanent":
+        fields["layer"] = "permanent"
+    if isinstance(meta.get("event_time"), (int, float)):
+        fields["event_time"] = float(meta["event_time"])
+    return fields
+
+
 # The dataset field each written field comes from (see item_fields), for errors about an item.
-_SOURCE_FIELD = {"id": "item_id", "importance": "meta.importance", "layer": "meta.layer",
+_SOURCE_FIELD = {"id": "item_id", "message": "text", "importance": "meta.importance", "layer": "meta.layer",
                  "emotions": "meta.emotion", "cognitive_layer": "meta.cognitive_layer",
                  "event_time": "meta.event_time", "fact_key": "meta.fact_key"}
 
@@ -128,17 +151,24 @@ def item_error(item: Item, exc: InvalidInput, *, dataset: str) -> DatasetError:
 
 
 def write_items(store, items: Sequence[Item], fields: list[dict], vectors: np.ndarray | None, *,
-                dataset: str) -> None:
-    """``store.add_many(fields)``; when the store refuses the batch (all or nothing: nothing is
-    written), the items are written one by one to find the one refused, reported by
-    :func:`item_error`. The replay stops there: dropping the item would change the gold."""
+                dataset: str, writer: bool = False, message_vectors: np.ndarray | None = None
+                ) -> list:
+    """``store.add_many(fields)`` (``writer``: ``store.remember_many``, whose results it returns);
+    when the store refuses the batch (all or nothing: nothing is written), the items are written
+    one by one to find the one refused, reported by :func:`item_error`. The replay stops there:
+    dropping the item would change the gold."""
+    def write(batch, vecs, mvecs):
+        if writer:
+            return store.remember_many(batch, vectors=vecs, message_vectors=mvecs)
+        return store.add_many(batch, vectors=vecs)
+
     try:
-        store.add_many(fields, vectors=vectors)
-        return
+        return write(fields, vectors, message_vectors)
     except InvalidInput:
         for j, (item, f) in enumerate(zip(items, fields)):
             try:
-                store.add_many([f], vectors=None if vectors is None else vectors[j:j + 1])
+                write([f], None if vectors is None else vectors[j:j + 1],
+                      None if message_vectors is None else message_vectors[j:j + 1])
             except InvalidInput as exc:
                 raise item_error(item, exc, dataset=dataset) from exc
         raise  # refused as a batch, not item by item: the store's own message
@@ -187,13 +217,14 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
     timings: Counter[str] = Counter()
     counts: Counter[str] = Counter()
     template, k = cfg.bench.render_template, ranked_per_question(cfg)
+    writer = cfg.bench.write_mode == "writer"
     t0 = time.perf_counter()
     conv_items = {c: ds.items_of(c) for c in ds.conversations()}
     conv_questions = {c: sorted(ds.questions_of(c), key=lambda q: q.asked_at)
                       for c in ds.conversations()}
     rendered = {c: [render_item(it, template) for it in its] for c, its in conv_items.items()}
     all_questions = [q for c in ds.conversations() for q in conv_questions[c]]
-    doc_vecs = q_vecs = background = None
+    doc_vecs = q_vecs = m_vecs = background = None
     if embedder is not None:
         background = background_for(
             cfg.recall, version=embedder.version,
@@ -207,6 +238,12 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
         q_vecs = embed_all([q.text for q in all_questions], embedder=embedder, cache=cache,
                            query=True, batch_size=cfg.embedding.batch_size, desc="embed questions",
                            progress=progress)
+        if writer and cfg.recall.use_dense and cfg.importance.association_k:
+            # writer mode's association lookup (§5 ⑤) asks each item's text as a query
+            m_vecs = embed_all([it.text for c in ds.conversations() for it in conv_items[c]],
+                               embedder=embedder, cache=cache, query=True,
+                               batch_size=cfg.embedding.batch_size, desc="embed item queries",
+                               progress=progress)
     timings["embed"] = time.perf_counter() - t0
 
     tables, terms, texts, ids = [], {}, {}, {}
@@ -233,10 +270,19 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                     upto += 1
                 t1 = time.perf_counter()
                 if upto > written:
-                    batch = [item_fields(items[j], cfg=cfg, rendered=rendered[conv][j])
+                    make = writer_fields if writer else item_fields
+                    batch = [make(items[j], cfg=cfg, rendered=rendered[conv][j])
                              for j in range(written, upto)]
                     vecs = None if doc_vecs is None else doc_vecs[d_off + written:d_off + upto]
-                    write_items(store, items[written:upto], batch, vecs, dataset=ds.card.name)
+                    mvecs = None if m_vecs is None else m_vecs[d_off + written:d_off + upto]
+                    results = write_items(store, items[written:upto], batch, vecs,
+                                          dataset=ds.card.name, writer=writer,
+                                          message_vectors=mvecs)
+                    if writer:
+                        for r in results:
+                            counts["writer: " + (f"stored {r.layer}" if r.stored else
+                                                 "not stored (gate)" if not r.gate.remember
+                                                 else "not stored (short-term draw)")] += 1
                     written = upto
                 timings["ingest"] += time.perf_counter() - t1
                 t2 = time.perf_counter()

@@ -224,12 +224,16 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, records: Sequence[MemoryRecord], *, terms: Sequence[Sequence[str]],
-            entities: Sequence[Sequence[str]], vectors: Any = None,
-            fresh: Sequence[FreshVectors] = (), replacing: Sequence[str] = ()
-            ) -> list[MemoryRecord]:
+    def add(self, records: Sequence[MemoryRecord] | Callable[[], Sequence[MemoryRecord | None]],
+            *, terms: Sequence[Sequence[str]], entities: Sequence[Sequence[str]],
+            vectors: Any = None, fresh: Sequence[FreshVectors] = (),
+            replacing: Sequence[str] = ()) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
 
+        ``records``: the records, or a function called inside the transaction that returns them,
+        one per text (the write pipeline chooses layers there: its budget reads and the insert
+        see one state); a None there is a text not stored after all: its terms, entities and
+        vector are dropped, and when none is stored nothing is written.
         ``replacing``: ids of memories deleted in the same transaction (a character card's
         re-sync: the old anchors go as the new ones come, or neither).
 
@@ -241,22 +245,36 @@ class Store:
         means the embedder gives that text none: the record is stored with embedding_status
         'none' (lexical routes only). Returns the records as stored (status and model version).
         """
-        records = list(records)
-        if vectors is None:
-            with transaction(self.conn):
-                self.repo.delete(replacing)
-                self.repo.add(records, terms=terms, entities=entities)
-            return records
-        if self.vectors is None:
+        if vectors is not None and self.vectors is None:
             raise InvalidInput("vectors", "given, but the store has no embedder (its version "
                                "names the vector table)", "vectors without embedder")
-        none, arr = self._split_empty(vectors, len(records))
+        applied = None
         with transaction(self.conn):
+            if callable(records):
+                built = list(records())
+                if len(built) != len(terms):
+                    raise InvalidInput("records", f"one per text ({len(terms)})", len(built))
+                keep = [i for i, r in enumerate(built) if r is not None]
+                if not keep and not replacing:
+                    return []
+                records = [built[i] for i in keep]
+                terms = [terms[i] for i in keep]
+                entities = [entities[i] for i in keep]
+                if vectors is not None:
+                    vectors = np.asarray(vectors)[keep]
+            else:
+                records = list(records)
             self.repo.delete(replacing)
+            if not records:
+                return []
             rowids = self.repo.add(records, terms=terms, entities=entities)
-            applied = self._put(rowids, none, arr)
-            for f in fresh:
-                f.write(self.embeddings)
+            if vectors is not None:
+                none, arr = self._split_empty(vectors, len(records))
+                applied = self._put(rowids, none, arr)
+                for f in fresh:
+                    f.write(self.embeddings)
+        if applied is None:
+            return records
         self._applied(*applied)
         version = self.vectors.model_version
         return [dataclasses.replace(r, embedding_status="none" if empty else "ready",

@@ -1,14 +1,15 @@
-"""Reverie's model-free importance scorer (§5, ``_score_importance``) and layer choice.
+"""Reverie's model-free importance scorer (§5, ``_score_importance``).
 
-Pure functions: the association count (how many existing memories resemble the message) is an input,
-looked up by the caller through the store; nothing here touches I/O.
+A pure function: the association count (how many existing memories resemble the message, ⑤) is an
+input, looked up by the write pipeline through the store's recall; nothing here touches I/O. Layer
+routing and budget pressure: :mod:`memlab.write.layers`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from memlab.config import ImportanceConfig, LayersConfig, GovernanceConfig
+from memlab.config import ImportanceConfig
 from memlab.text import memory_terms
 
 
@@ -43,23 +44,3 @@ def _terms_with_repeats(text: str, text_cap: int) -> list[str]:
     for part in re.split(r"[\n。！？!?.;；,，]", text[:text_cap]):
         out.extend(memory_terms(part, term_cap=10**6, text_cap=text_cap))
     return out
-
-
-def long_term_threshold(used_chars: int, *, layers: LayersConfig, gov: GovernanceConfig) -> float:
-    """§11.3 budget pressure: above budget_pressure_start of the long-term char budget, the threshold
-    rises linearly from layers.long_term_threshold to governance.budget_threshold_max (at 100%)."""
-    usage = used_chars / gov.long_term_char_budget
-    if usage <= gov.budget_pressure_start:
-        return layers.long_term_threshold
-    frac = min(1.0, (usage - gov.budget_pressure_start) / (1.0 - gov.budget_pressure_start))
-    return layers.long_term_threshold + frac * (gov.budget_threshold_max - layers.long_term_threshold)
-
-
-def choose_layer(importance: float, *, threshold: float) -> str:
-    """§5: importance > threshold -> long_term, else short_term."""
-    return "long_term" if importance > threshold else "short_term"
-
-
-def cognitive_layer_of(text: str, *, episodic_prefix: str) -> str:
-    """§4.1: text starting with the episodic prefix (事件记忆：) is episodic, else semantic."""
-    return "episodic" if text.startswith(episodic_prefix) else "semantic"

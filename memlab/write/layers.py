@@ -1,0 +1,65 @@
+"""Layer routing (§5) under budget pressure per owner (§11.3).
+
+§5: importance above the long-term threshold goes to the long-term layer; otherwise, "by
+probability", to the short-term layer. §11.3: once the long-term layer holds more than
+``governance.budget_pressure_start`` (70%) of its character budget, the threshold rises linearly
+from ``layers.long_term_threshold`` (0.6) to ``governance.budget_threshold_max`` (0.95) at 100%.
+Memories already stored are never squeezed: pressure only decides where a new one goes.
+
+The budget is an owner's: one (agent, user) pair's active long-term characters, so that another
+user's memories never raise my threshold (memlab's reading of §11.3, whose store holds one user).
+:class:`Budget` reads each owner's usage once, inside the write's transaction, and counts what the
+write itself routes to the long-term layer, so a batch routes exactly as the same items added one
+by one would.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from memlab.config import GovernanceConfig, LayersConfig
+
+#: (layer, agent_id, user_id) -> active characters of that owner's layer (Repository.layer_chars)
+LayerChars = Callable[..., int]
+
+
+def long_term_threshold(used_chars: int, *, layers: LayersConfig, gov: GovernanceConfig) -> float:
+    """§11.3 budget pressure: above budget_pressure_start of the long-term char budget, the threshold
+    rises linearly from layers.long_term_threshold to governance.budget_threshold_max (at 100%)."""
+    usage = used_chars / gov.long_term_char_budget
+    if usage <= gov.budget_pressure_start:
+        return layers.long_term_threshold
+    frac = min(1.0, (usage - gov.budget_pressure_start) / (1.0 - gov.budget_pressure_start))
+    return layers.long_term_threshold + frac * (gov.budget_threshold_max - layers.long_term_threshold)
+
+
+def choose_layer(importance: float, *, threshold: float, keep_short: bool = True) -> str | None:
+    """§5: importance > threshold -> long_term; else short_term when ``keep_short`` (the
+    short-term draw came up, or an explicit add), else None: not stored."""
+    if importance > threshold:
+        return "long_term"
+    return "short_term" if keep_short else None
+
+
+class Budget:
+    """The long-term threshold of each owner during one write (read lazily, then kept up to date
+    with what the write routes to the long-term layer)."""
+
+    def __init__(self, layer_chars: LayerChars, *, layers: LayersConfig,
+                 gov: GovernanceConfig) -> None:
+        self._layer_chars, self._layers, self._gov = layer_chars, layers, gov
+        self._used: dict[tuple[str, str], int] = {}
+
+    def used(self, owner: tuple[str, str]) -> int:
+        if owner not in self._used:
+            self._used[owner] = self._layer_chars("long_term", agent_id=owner[0],
+                                                  user_id=owner[1])
+        return self._used[owner]
+
+    def threshold(self, owner: tuple[str, str]) -> float:
+        return long_term_threshold(self.used(owner), layers=self._layers, gov=self._gov)
+
+    def charge(self, owner: tuple[str, str], layer: str | None, chars: int) -> None:
+        """Count a memory this write routed (only the long-term layer has a budget)."""
+        if layer == "long_term":
+            self._used[owner] = self.used(owner) + chars

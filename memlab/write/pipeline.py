@@ -1,0 +1,166 @@
+"""THE write pipeline: every memory memlab writes goes through :class:`WritePipeline`.
+
+``MemoryStore.add`` / ``add_many``, ``MemoryStore.store_interaction`` and benchmark replay (raw and
+writer mode) all call it. The data flow, one module per step:
+
+1. build and validate the record (:mod:`memlab.write.records`: :func:`~.records.prepare`);
+2. score importance where the caller gave none (:mod:`memlab.write.importance`, §5 ①-⑥; the
+   association count ⑤ is looked up through the store's recall by the ``associate`` function the
+   facade hands in, one batched lookup per owner);
+3. (store_interaction only) the autonomy gate (:mod:`memlab.write.gate`) and the short-term draw
+   (:mod:`memlab.write.interaction`);
+4. embed the texts (before the transaction: no lock is held while a model runs);
+5. in ONE transaction (``BEGIN IMMEDIATE``): read each owner's long-term usage, route every memory
+   to a layer under that owner's budget pressure (:mod:`memlab.write.layers`, §5 and §11.3), give
+   it its id (:func:`~.records.finish`) and insert records, terms, entities and vectors. A refusal
+   at any step leaves the store unchanged.
+
+An explicit ``layer`` (or ``importance``) of an item is kept as given: benchmark raw mode gives
+both, so it stores exactly what it did before the pipeline existed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from memlab.config import MemlabConfig
+from memlab.errors import InvalidInput
+from memlab.store import Store
+from memlab.store.cache import FreshVectors
+from memlab.text import extract_entities, memory_terms
+from memlab.types import MemoryRecord
+from memlab.write.importance import score_importance
+from memlab.write.layers import Budget, choose_layer
+from memlab.write.records import Draft, TenantFn, finish, prepare
+
+#: texts -> (their document vectors or None: stored pending, vectors the cache lacks)
+EmbedFn = Callable[[list[str]], "tuple[np.ndarray | None, list[FreshVectors]]"]
+#: (texts, owner, now, their query vectors or None) -> number of stored memories of that owner
+#: associated with each text (§5 ⑤)
+AssociateFn = Callable[[list[str], "tuple[str, str]", float, "np.ndarray | None"], Sequence[int]]
+
+
+@dataclass(frozen=True)
+class Routed:
+    """Where one draft went: its record as stored (None: not stored, below the threshold and the
+    short-term draw said no), its layer and the long-term threshold it met (budget pressure)."""
+
+    record: MemoryRecord | None
+    layer: str | None
+    threshold: float | None
+
+
+class WritePipeline:
+    """One store's write path (see the module docstring). ``counters``: the store's ``stats``."""
+
+    def __init__(self, store: Store, *, config: MemlabConfig, tenant: TenantFn, embed: EmbedFn,
+                 associate: AssociateFn | None, counters: Counter[str]) -> None:
+        self.store, self.config = store, config
+        self._tenant, self._embed, self._associate = tenant, embed, associate
+        self.counters = counters
+
+    # -- the steps ------------------------------------------------------------------------------
+    def prepare(self, items: Iterable[Mapping[str, Any]], *, now: float) -> list[Draft]:
+        """Step 1: validate every item (nothing read or written yet)."""
+        if isinstance(items, Mapping) or isinstance(items, (str, bytes)):
+            raise InvalidInput("items", "must be a list of items (mappings with a text)",
+                               type(items).__name__)
+        drafts = []
+        for i, it in enumerate(items):
+            if not isinstance(it, Mapping):
+                raise InvalidInput(f"items[{i}]", "must be a mapping with a text",
+                                   type(it).__name__)
+            drafts.append(prepare(it, index=i, now=now, cfg=self.config, tenant=self._tenant))
+        return drafts
+
+    def associations(self, texts: list[str], owner: tuple[str, str], now: float,
+                     vectors: np.ndarray | None = None) -> list[int]:
+        """§5 ⑤: how many of the owner's stored memories each text is associated with (0 each
+        without an ``associate`` function or with ``importance.association_k`` 0).
+        ``vectors``: the texts' query vectors when the caller has them (benchmarks)."""
+        if self._associate is None or self.config.importance.association_k == 0 or not texts:
+            return [0] * len(texts)
+        counts = [int(c) for c in self._associate(texts, owner, now, vectors)]
+        if len(counts) != len(texts):
+            raise RuntimeError(f"associate gave {len(counts)} counts for {len(texts)} texts")
+        return counts
+
+    def score(self, drafts: Sequence[Draft], *, now: float,
+              replies: Sequence[str] | None = None) -> None:
+        """Step 2: the §5 importance of every draft without one (association looked up in one
+        batch per owner). ``replies``: the assistant's replies (store_interaction), scored with the
+        text as §5 scores ``user_message`` and ``assistant_reply``."""
+        todo = [j for j, d in enumerate(drafts) if d.importance is None]
+        by_owner: dict[tuple[str, str], list[int]] = {}
+        for j in todo:
+            by_owner.setdefault(drafts[j].owner, []).append(j)
+        cfg = self.config
+        for owner, js in by_owner.items():
+            assoc = self.associations([drafts[j].text for j in js], owner, now)
+            for j, a in zip(js, assoc):
+                d = drafts[j]
+                d.associated = a
+                d.importance = score_importance(
+                    d.text, "" if replies is None else replies[j], emotion_intensity=d.intensity,
+                    associated=a, cfg=cfg.importance, term_cap=cfg.recall.term_cap,
+                    text_cap=cfg.recall.text_cap)
+
+    def commit(self, drafts: Sequence[Draft], *, vectors: np.ndarray | None = None,
+               replacing: Sequence[str] = ()) -> list[Routed]:
+        """Steps 4-5: embed (unless ``vectors`` are given), then route and insert in one
+        transaction. One :class:`Routed` per draft, in order. ``replacing``: ids deleted in the
+        same transaction (a character card's re-sync)."""
+        if not drafts:
+            if replacing:
+                self.store.add([], terms=[], entities=[], replacing=replacing)
+            return []
+        rc = self.config.recall
+        texts = [d.text for d in drafts]
+        terms = [memory_terms(t, term_cap=rc.term_cap, text_cap=rc.text_cap) for t in texts]
+        ents = [extract_entities(t, min_chars=self.config.entity.min_chars) for t in texts]
+        fresh: list[FreshVectors] = []
+        if vectors is None:
+            vectors, fresh = self._embed(texts)
+        elif len(vectors) != len(drafts):
+            raise InvalidInput("vectors", f"one vector per item ({len(drafts)})", len(vectors))
+        routed: list[Routed] = []
+
+        def build() -> list[MemoryRecord | None]:
+            routed.clear()   # a retried build starts over
+            budget = Budget(self.store.repo.layer_chars, layers=self.config.layers,
+                            gov=self.config.governance)
+            out: list[MemoryRecord | None] = []
+            for d in drafts:
+                threshold = None
+                layer = d.layer
+                if layer is None:
+                    threshold = budget.threshold(d.owner)
+                    layer = choose_layer(d.importance, threshold=threshold,
+                                         keep_short=d.keep_short)
+                budget.charge(d.owner, layer, len(d.text))
+                rec = None if layer is None else finish(d, layer=layer)
+                out.append(rec)
+                routed.append(Routed(rec, layer, threshold))
+            return out
+
+        stored = iter(self.store.add(build, terms=terms, entities=ents, vectors=vectors,
+                                     fresh=fresh, replacing=replacing))
+        # the records as stored (embedding status and model version) in place of the built ones
+        routed[:] = [Routed(next(stored), r.layer, r.threshold) if r.record is not None else r
+                     for r in routed]
+        self.counters["added"] += sum(r.record is not None for r in routed)
+        return routed
+
+    # -- add / add_many ---------------------------------------------------------------------------
+    def write(self, items: Iterable[Mapping[str, Any]], *, now: float,
+              vectors: np.ndarray | None = None, replacing: Sequence[str] = ()
+              ) -> list[MemoryRecord]:
+        """add_many: every item is stored (an explicit write: a memory below the long-term
+        threshold goes short term, never dropped), all or nothing."""
+        drafts = self.prepare(items, now=now)
+        self.score(drafts, now=now)
+        return [r.record for r in self.commit(drafts, vectors=vectors, replacing=replacing)]
