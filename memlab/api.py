@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from memlab.clock import Clock, SystemClock, to_unix
+from memlab.clock import Clock, FixedClock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput, StoreError, UnsafeWrite
@@ -64,8 +64,10 @@ class MemoryStore:
         self._bg_pending = False  # the last write carried the sample's missing rows
         #: the LLM of the LLM gate (gate.mode = "llm"); None: none
         self.llm: LLM | None = None if llm is None else as_llm(llm)
-        #: store_interaction's user-correction hook (§5 step ①); None: none
-        self.corrections: CorrectionHook | None = None
+        #: store_interaction's user-correction hook (§5 step ①): by default fuzzy recall's
+        #: :meth:`resolve_user_correction` (a message that corrects a logged swap rolls it back);
+        #: None: none
+        self.corrections: CorrectionHook | None = self._correct
         #: the short-term draw of store_interaction (layers.short_term_seed), one per opened store
         self._short_term_rng = np.random.default_rng(config.layers.short_term_seed)
         self._writer = WritePipeline(
@@ -396,6 +398,12 @@ class MemoryStore:
         if got is not None:
             self.stats["fuzzy: corrections"] += 1
         return got
+
+    def _correct(self, user_message: str, *, agent_id: str, user_id: str,
+                 now: float) -> CorrectionResult | None:
+        """The default corrections hook of store_interaction (§5 ①, §9.2)."""
+        return self.resolve_user_correction(user_message, agent_id=agent_id, user_id=user_id,
+                                            clock=FixedClock(now))
 
     def fuzzy_rates(self) -> dict[str, float]:
         """This store object's fuzzy recall counters: memories projected, swaps, corrections,

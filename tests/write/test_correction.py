@@ -177,3 +177,15 @@ def test_negation_and_affirmation_pick_the_swap_they_name(message, memory_id):
     with _store(mems=both) as st_:
         assert len(st_.recall("用户喜欢玩什么游戏", k=2).swaps) == 2
         assert st_.resolve_user_correction(message).memory_id == memory_id
+
+
+def test_store_interaction_resolves_the_correction_first():
+    """§5 ①: store_interaction's default corrections hook is resolve_user_correction: the swap
+    is rolled back and the true memory gains the bonus before the exchange is scored."""
+    with _store() as st_:
+        _swapped(st_)
+        got = st_.store_interaction("不是泰拉瑞亚！是星露谷物语", "抱歉，我记错了，是星露谷物语。",
+                                    clock=FixedClock(T + 60))
+        assert got.correction is not None and got.correction.memory_id == "m_stardew"
+        assert _importance(st_) == pytest.approx(0.73)
+        assert st_.recall("用户喜欢玩什么游戏 星露谷物语", k=2).swaps == ()
