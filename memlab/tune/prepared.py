@@ -31,6 +31,7 @@ from memlab.bench.replay import Replayed
 from memlab.bench.run import question_keys
 from memlab.recall.features import COLUMNS, COGNITIVE_CODES, LAYER_CODES, column, n_rows
 from memlab.recall.score import INTENT_FIRST, REVERIE_MEMORY_COLUMNS, floor_z
+from memlab.tune.dense import Layout, layout
 
 __all__ = ["Prepared", "prepared", "RowSubset", "MAX_DEDUP_MEMORIES"]
 
@@ -288,6 +289,11 @@ class Prepared:
         cuts = np.unique(np.searchsorted(self.qid, np.r_[np.arange(0, self.n_q, per),
                                                          self.n_q]))
         return [slice(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+    @cached_property
+    def dense(self) -> Layout | None:
+        """The dense blocks of :mod:`memlab.tune.dense` (None: the layout does not fit)."""
+        return layout(self)
 
     @cached_property
     def first_intent(self) -> np.ndarray:

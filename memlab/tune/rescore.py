@@ -36,6 +36,11 @@ from memlab.recall.score import (INTENT_FIRST, SCORERS, Scored, reverie_gate,
                                  reverie_memory, reverie_scored, score)
 from memlab.recall.select import select
 from memlab.tune.prepared import Prepared, RowSubset
+from memlab.tune.prune import candidates
+
+#: Rows per question (times the ranking's length) in the prefix that selection sorts
+#: (:func:`_prefix`) and that pruning keeps (at least): speed only.
+PREFIX = 2
 
 __all__ = ["ROW_WISE", "selections", "supported"]
 
@@ -167,7 +172,20 @@ def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
     first, -1 after the last pick; k = ``ranked_per_question(cfg)``. Needs :func:`supported`."""
     limit = max(1, int(ranked_per_question(cfg)))
     out = np.full((prep.n_q, limit), -1, dtype=np.int64)
-    pos, sc = _scored(prep, cfg)
+    if not (cfg.fusion.scorer == "reverie" and prep.dense is not None
+            and _pruned(prep, cfg, limit, out)):
+        out[:] = -1
+        pos, sc = _scored(prep, cfg)
+        _select(prep, cfg, pos, sc, limit, out)
+    if cfg.temporal.enabled and cfg.temporal.oldest_first:
+        _oldest_first(prep, out)
+    return out
+
+
+def _select(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray, limit: int,
+            out: np.ndarray) -> None:
+    """Selection of the questions of the kept rows ``pos`` (all of each question's kept rows,
+    positions ascending; scores ``sc``) into ``out``."""
     if pos.size:
         cut = _prefix(prep, pos, sc, limit)
         if cut is None:
@@ -175,27 +193,89 @@ def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
         else:
             _pick(prep, cfg, pos[cut], sc[cut], limit, out)
             _beyond_the_cut(prep, cfg, pos, sc, cut, limit, out)
-    if cfg.temporal.enabled and cfg.temporal.oldest_first:
-        _oldest_first(prep, out)
-    return out
+
+
+def _exact(prep: Prepared, cfg: MemlabConfig, memory, pos: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Reverie's exact scores of the rows ``pos`` (each 'first' question's relevant rows all
+    among them) and whether selection keeps each; None when a score is not finite."""
+    state, _ = prep.memory_states
+    s = reverie_scored(RowSubset(prep.raw, pos), cfg, RowSubset(memory, state[pos]),
+                       np.ones(pos.size, dtype=bool))
+    if not np.all(np.isfinite(s.score)):
+        return None
+    return s.score, np.asarray(s.eligible, dtype=bool)
+
+
+def _pruned(prep: Prepared, cfg: MemlabConfig, limit: int, out: np.ndarray) -> bool:
+    """Reverie's selections through :mod:`memlab.tune.prune`: the candidates scored exactly,
+    each question's prefix picked; a question whose walk could go past its prefix (fewer than
+    ``limit`` picks and a candidate short enough for the budget left) is selected again from
+    all its kept rows. False (``out`` untouched or to be redone) when pruning does not apply."""
+    _, state_rows = prep.memory_states
+    memory = reverie_memory(RowSubset(prep.raw, state_rows), cfg)
+    got = candidates(prep.dense, cfg, memory, prep.n_q, PREFIX * limit)
+    if got is None:
+        return False
+    exact = _exact(prep, cfg, memory, got.pos)
+    if exact is None:
+        return False
+    sc, keep = exact
+    keep &= sc >= got.cut[prep.qid[got.pos]]    # each question's prefix of selection's order
+    _select(prep, cfg, got.pos[keep], sc[keep], limit, out)
+    whole = ~np.isfinite(got.cut)               # the questions whose kept rows are all here
+    picked = out >= 0
+    used = np.where(picked, prep.text_len[np.maximum(out, 0)], 0).sum(axis=1)
+    redo = (~whole & (picked.sum(axis=1) < limit)
+            & (got.min_len <= cfg.selection.char_budget - used))
+    if not redo.any():
+        return True
+    # the walk goes on past the prefix over the rows that fit the budget left (as
+    # _beyond_the_cut); from all kept rows where it cannot resume (the permanent cap counts
+    # across the prefix, or no intersection matrix)
+    prep.dedup_arrays()
+    first = np.full(prep.n_q, -1, dtype=np.int64)
+    first[prep.qid[got.pos[::-1]]] = got.pos[::-1]
+    resume = ((got.permanent_kept() <= cfg.recall.permanent_limit) & (first >= 0)
+              & (prep.inter_base[np.maximum(first, 0)] >= 0))
+    for rows, max_len in ((redo & resume, cfg.selection.char_budget - used), (redo & ~resume, None)):
+        if not rows.any():
+            continue
+        more = got.kept_of(rows, max_len)
+        exact = _exact(prep, cfg, memory, more)
+        if exact is None:
+            return False
+        sc, keep = exact
+        more, sc = more[keep], sc[keep]
+        if max_len is None:
+            out[rows] = -1
+            _select(prep, cfg, more, sc, limit, out)
+        else:
+            _beyond_the_cut(prep, cfg, more, sc, sc >= got.cut[prep.qid[more]], limit, out)
+    return True
 
 
 def _prefix(prep: Prepared, pos: np.ndarray, sc: np.ndarray, limit: int) -> np.ndarray | None:
-    """Per question, its kept rows that score at least its (2 limit)-th best: a prefix of
-    selection's order (rows tied at the cut all in), so that only those are sorted. None when
-    the lists are short anyway."""
+    """Per question, its kept rows that score at least its (PREFIX limit)-th best: a prefix of
+    selection's order (rows tied at the cut all in), so that only those are sorted and walked;
+    the questions with more than twice that many. None when no list is that long."""
     if not prep.qid_sorted:
         return None
     q = prep.qid[pos]
     counts = np.bincount(q, minlength=prep.n_q)
-    t = 2 * limit
-    width = int(counts.max())
-    if width <= 2 * t or pos.size <= 2 * t * np.count_nonzero(counts):
+    t = PREFIX * limit
+    long = counts > 2 * t
+    if not long.any():
         return None
-    col = np.arange(pos.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    m = np.full((prep.n_q, width), -np.inf)
-    m[q, col] = sc
-    kth = np.partition(m, width - t, axis=1)[:, width - t]
+    rows = long[q]
+    lq, lsc = q[rows], sc[rows]
+    lc = counts[long]
+    width = int(lc.max())
+    col = np.arange(lq.size) - np.repeat(np.cumsum(lc) - lc, lc)
+    m = np.full((lc.size, width), -np.inf)
+    m[np.repeat(np.arange(lc.size), lc), col] = lsc
+    kth = np.full(prep.n_q, -np.inf)
+    kth[long] = np.partition(m, width - t, axis=1)[:, width - t]
     return sc >= kth[q]
 
 
