@@ -41,6 +41,10 @@ from memlab.tune.prune import candidates
 #: Rows per question (times the ranking's length) in the prefix that selection sorts
 #: (:func:`_prefix`) and that pruning keeps (at least): speed only.
 PREFIX = 2
+#: Pruning (the dense pass over every cell) serves configurations whose relevance floor may let
+#: more than this share of the rows through; the row path (scoring those rows) the others.
+#: Speed only; results are the same either way.
+PRUNE_SHARE = 0.3
 
 __all__ = ["ROW_WISE", "selections", "supported"]
 
@@ -172,14 +176,28 @@ def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
     first, -1 after the last pick; k = ``ranked_per_question(cfg)``. Needs :func:`supported`."""
     limit = max(1, int(ranked_per_question(cfg)))
     out = np.full((prep.n_q, limit), -1, dtype=np.int64)
-    if not (cfg.fusion.scorer == "reverie" and prep.dense is not None
-            and _pruned(prep, cfg, limit, out)):
+    if not (cfg.fusion.scorer == "reverie" and _relevant_share(prep, cfg) > PRUNE_SHARE
+            and prep.dense is not None and _pruned(prep, cfg, limit, out)):
         out[:] = -1
         pos, sc = _scored(prep, cfg)
         _select(prep, cfg, pos, sc, limit, out)
     if cfg.temporal.enabled and cfg.temporal.oldest_first:
         _oldest_first(prep, out)
     return out
+
+
+def _relevant_share(prep: Prepared, cfg: MemlabConfig) -> float:
+    """An upper bound of the share of rows that pass the relevance floor (from the sorted
+    signals: two binary searches)."""
+    rc = cfg.recall
+    if rc.floor_mode == "absolute" and rc.relevance_floor == 0:
+        return 1.0
+    cos, z, lex = prep.floor_sorted
+    side = cos if rc.floor_mode == "absolute" else z
+    floor = rc.relevance_floor if rc.floor_mode == "absolute" else rc.relevance_z
+    above = side.size - np.searchsorted(side, floor, side="left")
+    above += lex.size - np.searchsorted(lex, rc.lexical_floor, side="left")
+    return min(1.0, above / max(prep.n, 1))
 
 
 def _select(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray, limit: int,
@@ -407,9 +425,16 @@ def _walk_vectorised(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, start
         used = np.where(have, prep.text_len[np.maximum(before, 0)], 0).sum(axis=1)
     live = np.arange(starts.size)
     while live.size:
-        fit = (length[live] <= (budget - used[live])[:, None]) & (col[None, :] >= at[live, None])
-        j = fit.argmax(axis=1)
-        found = fit[np.arange(live.size), j]
+        left = budget - used[live]
+        j = np.minimum(at[live], width - 1)
+        found = length[live, j] <= left                         # the next candidate fits
+        scan = np.flatnonzero(~found)
+        if scan.size:                                           # else: the next one that does
+            ls = live[scan]
+            fit = (length[ls] <= left[scan][:, None]) & (col[None, :] >= at[ls, None])
+            js = fit.argmax(axis=1)
+            j[scan] = js
+            found[scan] = fit[np.arange(ls.size), js]
         live, j = live[found], j[found]                         # the others have nothing left
         if live.size == 0:
             break

@@ -134,6 +134,7 @@ def test_pruned_selections_equal_the_row_path(world, monkeypatch):
         seen["pruned"] += ok
         return ok
 
+    monkeypatch.setattr(rescore, "PRUNE_SHARE", -1.0)     # pruning whatever the floor
     monkeypatch.setattr(rescore, "candidates", spy)
     monkeypatch.setattr(prune.Candidates, "kept_of", spy_kept_of)
     monkeypatch.setattr(rescore, "_pruned", spy_pruned)
@@ -153,3 +154,33 @@ def test_pruned_selections_equal_the_row_path(world, monkeypatch):
         prep.__dict__["dense"] = lay
     assert seen["pruned"] == N and seen["cut"] > N // 4, seen
     assert seen["resumed"] > 0 and seen["again"] > 0, seen
+
+
+def test_stored_jaccards_equal_the_computed_ones(world, monkeypatch):
+    """prepared.JACCARD_CELLS: the Jaccards looked up equal those computed from the
+    intersection counts, bit for bit, for every pair of memories of a conversation."""
+    from memlab.tune import prepared as prepared_module
+
+    stored = Prepared(world["rep"]).dedup_arrays()
+    monkeypatch.setattr(prepared_module, "JACCARD_CELLS", 0)
+    computed = Prepared(world["rep"]).dedup_arrays()
+    assert stored.jac is not None and computed.jac is None
+    rows = np.flatnonzero(stored.inter_base >= 0)
+    conv = stored.inter_base[rows]
+    a, b = np.meshgrid(rows, rows, indexing="ij")
+    same = conv[:, None] == conv[None, :]
+    assert same.sum() > len(rows)
+    assert np.array_equal(stored.jaccard(a[same], b[same]), computed.jaccard(a[same], b[same]))
+
+
+def test_relevant_share_is_an_upper_bound(world):
+    """rescore._relevant_share (which picks pruning or the row path) never under-counts the rows
+    that pass the relevance floor, and is not trivially 1."""
+    prep = Prepared(world["rep"])
+    shares = []
+    for cfg in _configs(world["base"]):
+        exact = score(prep.table, cfg).relevant.mean()
+        share = rescore._relevant_share(prep, cfg)
+        assert exact <= share <= 1.0
+        shares.append(share)
+    assert min(shares) < 1.0
