@@ -102,8 +102,10 @@ def layout(prep) -> Layout | None:
     if len(comp) > MAX_BLOCKS:
         return None
     z = prep.z
-    z_sorted = np.unique(z[~np.isnan(z)])
-    zrank = np.where(np.isnan(z), -1, np.searchsorted(z_sorted, np.where(np.isnan(z), 0.0, z)))
+    known = ~np.isnan(z)
+    z_sorted, inverse = np.unique(z[known], return_inverse=True)
+    zrank = np.full(n, -1, dtype=np.int64)
+    zrank[known] = inverse.reshape(-1)
     cos = t["cosine"]
     cos0 = np.nan_to_num(cos, nan=0.0).astype(np.float32)
     nan = np.isnan(cos)

@@ -285,10 +285,14 @@ class Prepared:
         """(state of each row, a row of each state): rows whose
         :data:`~memlab.recall.score.REVERIE_MEMORY_COLUMNS` hold the same values bit for bit share
         a state (one memory asked about at one time: LoCoMo's 768k rows hold 5.9k)."""
-        key = np.stack([self.table[c].astype(np.float64).view(np.int64)
-                        if self.table[c].dtype.kind == "f" else self.table[c].astype(np.int64)
-                        for c in REVERIE_MEMORY_COLUMNS], axis=1)
-        _, first, state = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        state = np.zeros(self.n, dtype=np.int64)
+        for c in REVERIE_MEMORY_COLUMNS:       # mixed-radix codes of the bit patterns, hashed
+            v = self.table[c]
+            v = v.astype(np.float64).view(np.int64) if v.dtype.kind == "f" else v.astype(np.int64)
+            code, uniq = pd.factorize(v)
+            state, _ = pd.factorize(state * len(uniq) + code)
+        first = np.full(int(state.max(initial=-1)) + 1, self.n, dtype=np.int64)
+        np.minimum.at(first, state, np.arange(self.n))
         return state.reshape(-1).astype(np.int64), first.astype(np.int64)
 
     @cached_property
