@@ -81,6 +81,8 @@ def ceil32(x: float) -> np.float32:
 def layout(prep) -> Layout | None:
     """The dense blocks of a :class:`~memlab.tune.prepared.Prepared` (None: not usable, see the
     module docstring)."""
+    if not prep.qid_sorted:       # selection's prefix and walk read questions as runs of rows
+        return None
     t = prep.table
     n, n_q = prep.n, prep.n_q
     qid = prep.qid

@@ -22,6 +22,15 @@ few vectorised passes (issue 8, item 6).
 4. 'First' questions (``temporal.enabled`` and ``temporal.oldest_first``) reorder their picks
    oldest first.
 
+**Pruning** (reverie, when the floor may let more than :data:`PRUNE_SHARE` of the rows through
+and the replay has dense blocks, :mod:`memlab.tune.dense`): steps 1-2 run only on each question's
+candidates of :mod:`memlab.tune.prune` (the rows a float32 bound says can reach its top
+``PREFIX * k`` kept rows), scored exactly by the same scorer functions; those scoring at least the
+bound's cut are a prefix of selection's order and are picked as above. A question whose walk runs
+out of that prefix with fewer than ``k`` picks while one of its memories could still fit the
+budget walks on over its kept rows that fit (scored exactly then), or is selected again from all
+its kept rows where the walk cannot resume.
+
 Results are positions of the replay's table, one row per question (``-1`` pads).
 """
 
