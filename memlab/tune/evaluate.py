@@ -6,10 +6,12 @@ same config on the same replay (``bench.run.rank`` + ``metrics.evaluate``), one 
 question, plus ``prompt_chars`` (characters of the memories selected for the prompt) for
 multi-objective sweeps.
 
-It is fast (item 6: hundreds of configurations per second per core on LoCoMo): what no
+It is fast (item 6; measured in benchmarks/README.md, sweep_throughput.py): what no
 configuration changes is prepared once per replay (:mod:`memlab.tune.prepared`), the selections
 come from :func:`memlab.tune.rescore.selections` as table positions, and the hit matrix from the
 positions' gold flags straight into :func:`memlab.bench.metrics.evaluate_hits` (no string ids).
+Where most rows pass reverie's relevance floor, only the rows a bound lets reach each question's
+top are scored exactly (:mod:`memlab.tune.prune`).
 :func:`per_query_reference` is the old path (rank with string ids, then evaluate); the fast one
 equals it exactly (tests/tune/test_parity.py) and falls back to it for data it does not
 reproduce (:attr:`Prepared.why <memlab.tune.prepared.Prepared>`).

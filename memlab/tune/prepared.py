@@ -31,6 +31,7 @@ from memlab.bench.replay import Replayed
 from memlab.bench.run import question_keys
 from memlab.recall.features import COLUMNS, COGNITIVE_CODES, LAYER_CODES, column, n_rows
 from memlab.recall.score import INTENT_FIRST, REVERIE_MEMORY_COLUMNS, floor_z
+from memlab.tune.dense import Layout, layout
 
 __all__ = ["Prepared", "prepared", "RowSubset", "MAX_DEDUP_MEMORIES"]
 
@@ -40,6 +41,10 @@ _MEMO: dict[int, tuple[weakref.ref, "Prepared"]] = {}
 #: (its memory would grow with the square): its queries whose dedup can bind take the Python walk.
 #: Speed only; results are the same either way.
 MAX_DEDUP_MEMORIES = 6000
+
+#: At most this many memory pairs (all conversations together) get their Jaccard stored as a
+#: float64 (8 bytes each); else jaccard() computes them from the intersection counts. Speed only.
+JACCARD_CELLS = 1 << 24
 
 #: Rows per block when the whole table is scored (arrays that stay in the CPU caches). Speed only.
 BLOCK_ROWS = 48_000
@@ -197,7 +202,7 @@ class Prepared:
         self.max_jaccard = np.full(self.n, np.inf)
         self.inter_base = np.full(self.n, -1, dtype=np.int64)
         self.inter_m = np.zeros(self.n, dtype=np.int64)
-        blocks, offset = [], 0
+        blocks, jac_blocks, offset = [], [], 0
         by_conv = np.argsort(row_conv, kind="stable")
         cuts = np.flatnonzero(np.diff(row_conv[by_conv])) + 1
         for at in np.split(by_conv, cuts):
@@ -212,6 +217,10 @@ class Prepared:
             union = sizes[:, None] + sizes[None, :] - inter
             with np.errstate(invalid="ignore", divide="ignore"):
                 jac = np.where(union > 0, inter / union, 0.0)
+            if jac_blocks is not None and offset + inter.size <= JACCARD_CELLS:
+                jac_blocks.append(jac.ravel().copy())
+            else:
+                jac_blocks = None
             np.fill_diagonal(jac, -np.inf)
             self.max_jaccard[at] = jac.max(axis=1)[local]
             self.inter_base[at] = offset
@@ -222,12 +231,16 @@ class Prepared:
         self.inter = (np.concatenate([b.astype(dtype) for b in blocks]) if blocks
                       else np.zeros(0, dtype=np.uint8))
         self.inter_row = self.inter_base + self.mem_local * self.inter_m
+        # the Jaccards themselves, where they fit (what jaccard() computes, looked up)
+        self.jac = np.concatenate(jac_blocks) if jac_blocks else None
         self.empty_terms = bool((self.n_terms == 0).any())
         self._dedup_ready = True
 
     def jaccard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Jaccard of the term sets of the memories at positions ``a`` and ``b`` (broadcast;
         same conversation, with an intersection matrix), as ``memlab.text.jaccard``."""
+        if self.jac is not None:
+            return self.jac[self.inter_row[a] + self.mem_local[b]]
         inter = self.inter[self.inter_row[a] + self.mem_local[b]].astype(np.float64)
         union = self.n_terms[a] + self.n_terms[b] - inter
         if self.empty_terms:
@@ -272,10 +285,14 @@ class Prepared:
         """(state of each row, a row of each state): rows whose
         :data:`~memlab.recall.score.REVERIE_MEMORY_COLUMNS` hold the same values bit for bit share
         a state (one memory asked about at one time: LoCoMo's 768k rows hold 5.9k)."""
-        key = np.stack([self.table[c].astype(np.float64).view(np.int64)
-                        if self.table[c].dtype.kind == "f" else self.table[c].astype(np.int64)
-                        for c in REVERIE_MEMORY_COLUMNS], axis=1)
-        _, first, state = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        state = np.zeros(self.n, dtype=np.int64)
+        for c in REVERIE_MEMORY_COLUMNS:       # mixed-radix codes of the bit patterns, hashed
+            v = self.table[c]
+            v = v.astype(np.float64).view(np.int64) if v.dtype.kind == "f" else v.astype(np.int64)
+            code, uniq = pd.factorize(v)
+            state, _ = pd.factorize(state * len(uniq) + code)
+        first = np.full(int(state.max(initial=-1)) + 1, self.n, dtype=np.int64)
+        np.minimum.at(first, state, np.arange(self.n))
         return state.reshape(-1).astype(np.int64), first.astype(np.int64)
 
     @cached_property
@@ -288,6 +305,17 @@ class Prepared:
         cuts = np.unique(np.searchsorted(self.qid, np.r_[np.arange(0, self.n_q, per),
                                                          self.n_q]))
         return [slice(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+    @cached_property
+    def floor_sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The cosines, floor z-scores and lexical overlaps of the table, NaN dropped, sorted
+        (float64, as the relevance floor compares them)."""
+        return tuple(np.sort(v[~np.isnan(v)]) for v in (self.cosine, self.z, self.lexical))
+
+    @cached_property
+    def dense(self) -> Layout | None:
+        """The dense blocks of :mod:`memlab.tune.dense` (None: the layout does not fit)."""
+        return layout(self)
 
     @cached_property
     def first_intent(self) -> np.ndarray:

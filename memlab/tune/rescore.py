@@ -22,6 +22,15 @@ few vectorised passes (issue 8, item 6).
 4. 'First' questions (``temporal.enabled`` and ``temporal.oldest_first``) reorder their picks
    oldest first.
 
+**Pruning** (reverie, when the floor may let more than :data:`PRUNE_SHARE` of the rows through
+and the replay has dense blocks, :mod:`memlab.tune.dense`): steps 1-2 run only on each question's
+candidates of :mod:`memlab.tune.prune` (the rows a float32 bound says can reach its top
+``PREFIX * k`` kept rows), scored exactly by the same scorer functions; those scoring at least the
+bound's cut are a prefix of selection's order and are picked as above. A question whose walk runs
+out of that prefix with fewer than ``k`` picks while one of its memories could still fit the
+budget walks on over its kept rows that fit (scored exactly then), or is selected again from all
+its kept rows where the walk cannot resume.
+
 Results are positions of the replay's table, one row per question (``-1`` pads).
 """
 
@@ -36,6 +45,15 @@ from memlab.recall.score import (INTENT_FIRST, SCORERS, Scored, reverie_gate,
                                  reverie_memory, reverie_scored, score)
 from memlab.recall.select import select
 from memlab.tune.prepared import Prepared, RowSubset
+from memlab.tune.prune import candidates
+
+#: Rows per question (times the ranking's length) in the prefix that selection sorts
+#: (:func:`_prefix`) and that pruning keeps (at least): speed only.
+PREFIX = 2
+#: Pruning (the dense pass over every cell) serves configurations whose relevance floor may let
+#: more than this share of the rows through; the row path (scoring those rows) the others.
+#: Speed only; results are the same either way.
+PRUNE_SHARE = 0.3
 
 __all__ = ["ROW_WISE", "selections", "supported"]
 
@@ -167,7 +185,34 @@ def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
     first, -1 after the last pick; k = ``ranked_per_question(cfg)``. Needs :func:`supported`."""
     limit = max(1, int(ranked_per_question(cfg)))
     out = np.full((prep.n_q, limit), -1, dtype=np.int64)
-    pos, sc = _scored(prep, cfg)
+    if not (cfg.fusion.scorer == "reverie" and _relevant_share(prep, cfg) > PRUNE_SHARE
+            and prep.dense is not None and _pruned(prep, cfg, limit, out)):
+        out[:] = -1
+        pos, sc = _scored(prep, cfg)
+        _select(prep, cfg, pos, sc, limit, out)
+    if cfg.temporal.enabled and cfg.temporal.oldest_first:
+        _oldest_first(prep, out)
+    return out
+
+
+def _relevant_share(prep: Prepared, cfg: MemlabConfig) -> float:
+    """An upper bound of the share of rows that pass the relevance floor (from the sorted
+    signals: two binary searches)."""
+    rc = cfg.recall
+    if rc.floor_mode == "absolute" and rc.relevance_floor == 0:
+        return 1.0
+    cos, z, lex = prep.floor_sorted
+    side = cos if rc.floor_mode == "absolute" else z
+    floor = rc.relevance_floor if rc.floor_mode == "absolute" else rc.relevance_z
+    above = side.size - np.searchsorted(side, floor, side="left")
+    above += lex.size - np.searchsorted(lex, rc.lexical_floor, side="left")
+    return min(1.0, above / max(prep.n, 1))
+
+
+def _select(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray, limit: int,
+            out: np.ndarray) -> None:
+    """Selection of the questions of the kept rows ``pos`` (all of each question's kept rows,
+    positions ascending; scores ``sc``) into ``out``."""
     if pos.size:
         cut = _prefix(prep, pos, sc, limit)
         if cut is None:
@@ -175,27 +220,89 @@ def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
         else:
             _pick(prep, cfg, pos[cut], sc[cut], limit, out)
             _beyond_the_cut(prep, cfg, pos, sc, cut, limit, out)
-    if cfg.temporal.enabled and cfg.temporal.oldest_first:
-        _oldest_first(prep, out)
-    return out
+
+
+def _exact(prep: Prepared, cfg: MemlabConfig, memory, pos: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Reverie's exact scores of the rows ``pos`` (each 'first' question's relevant rows all
+    among them) and whether selection keeps each; None when a score is not finite."""
+    state, _ = prep.memory_states
+    s = reverie_scored(RowSubset(prep.raw, pos), cfg, RowSubset(memory, state[pos]),
+                       np.ones(pos.size, dtype=bool))
+    if not np.all(np.isfinite(s.score)):
+        return None
+    return s.score, np.asarray(s.eligible, dtype=bool)
+
+
+def _pruned(prep: Prepared, cfg: MemlabConfig, limit: int, out: np.ndarray) -> bool:
+    """Reverie's selections through :mod:`memlab.tune.prune`: the candidates scored exactly,
+    each question's prefix picked; a question whose walk could go past its prefix (fewer than
+    ``limit`` picks and a candidate short enough for the budget left) is selected again from
+    all its kept rows. False (``out`` untouched or to be redone) when pruning does not apply."""
+    _, state_rows = prep.memory_states
+    memory = reverie_memory(RowSubset(prep.raw, state_rows), cfg)
+    got = candidates(prep.dense, cfg, memory, prep.n_q, PREFIX * limit)
+    if got is None:
+        return False
+    exact = _exact(prep, cfg, memory, got.pos)
+    if exact is None:
+        return False
+    sc, keep = exact
+    keep &= sc >= got.cut[prep.qid[got.pos]]    # each question's prefix of selection's order
+    _select(prep, cfg, got.pos[keep], sc[keep], limit, out)
+    whole = ~np.isfinite(got.cut)               # the questions whose kept rows are all here
+    picked = out >= 0
+    used = np.where(picked, prep.text_len[np.maximum(out, 0)], 0).sum(axis=1)
+    redo = (~whole & (picked.sum(axis=1) < limit)
+            & (got.min_len <= cfg.selection.char_budget - used))
+    if not redo.any():
+        return True
+    # the walk goes on past the prefix over the rows that fit the budget left (as
+    # _beyond_the_cut); from all kept rows where it cannot resume (the permanent cap counts
+    # across the prefix, or no intersection matrix)
+    prep.dedup_arrays()
+    first = np.full(prep.n_q, -1, dtype=np.int64)
+    first[prep.qid[got.pos[::-1]]] = got.pos[::-1]
+    resume = ((got.permanent_kept() <= cfg.recall.permanent_limit) & (first >= 0)
+              & (prep.inter_base[np.maximum(first, 0)] >= 0))
+    for rows, max_len in ((redo & resume, cfg.selection.char_budget - used), (redo & ~resume, None)):
+        if not rows.any():
+            continue
+        more = got.kept_of(rows, max_len)
+        exact = _exact(prep, cfg, memory, more)
+        if exact is None:
+            return False
+        sc, keep = exact
+        more, sc = more[keep], sc[keep]
+        if max_len is None:
+            out[rows] = -1
+            _select(prep, cfg, more, sc, limit, out)
+        else:
+            _beyond_the_cut(prep, cfg, more, sc, sc >= got.cut[prep.qid[more]], limit, out)
+    return True
 
 
 def _prefix(prep: Prepared, pos: np.ndarray, sc: np.ndarray, limit: int) -> np.ndarray | None:
-    """Per question, its kept rows that score at least its (2 limit)-th best: a prefix of
-    selection's order (rows tied at the cut all in), so that only those are sorted. None when
-    the lists are short anyway."""
+    """Per question, its kept rows that score at least its (PREFIX limit)-th best: a prefix of
+    selection's order (rows tied at the cut all in), so that only those are sorted and walked;
+    the questions with more than twice that many. None when no list is that long."""
     if not prep.qid_sorted:
         return None
     q = prep.qid[pos]
     counts = np.bincount(q, minlength=prep.n_q)
-    t = 2 * limit
-    width = int(counts.max())
-    if width <= 2 * t or pos.size <= 2 * t * np.count_nonzero(counts):
+    t = PREFIX * limit
+    long = counts > 2 * t
+    if not long.any():
         return None
-    col = np.arange(pos.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    m = np.full((prep.n_q, width), -np.inf)
-    m[q, col] = sc
-    kth = np.partition(m, width - t, axis=1)[:, width - t]
+    rows = long[q]
+    lq, lsc = q[rows], sc[rows]
+    lc = counts[long]
+    width = int(lc.max())
+    col = np.arange(lq.size) - np.repeat(np.cumsum(lc) - lc, lc)
+    m = np.full((lc.size, width), -np.inf)
+    m[np.repeat(np.arange(lc.size), lc), col] = lsc
+    kth = np.full(prep.n_q, -np.inf)
+    kth[long] = np.partition(m, width - t, axis=1)[:, width - t]
     return sc >= kth[q]
 
 
@@ -327,9 +434,16 @@ def _walk_vectorised(prep: Prepared, cfg: MemlabConfig, order: np.ndarray, start
         used = np.where(have, prep.text_len[np.maximum(before, 0)], 0).sum(axis=1)
     live = np.arange(starts.size)
     while live.size:
-        fit = (length[live] <= (budget - used[live])[:, None]) & (col[None, :] >= at[live, None])
-        j = fit.argmax(axis=1)
-        found = fit[np.arange(live.size), j]
+        left = budget - used[live]
+        j = np.minimum(at[live], width - 1)
+        found = length[live, j] <= left                         # the next candidate fits
+        scan = np.flatnonzero(~found)
+        if scan.size:                                           # else: the next one that does
+            ls = live[scan]
+            fit = (length[ls] <= left[scan][:, None]) & (col[None, :] >= at[ls, None])
+            js = fit.argmax(axis=1)
+            j[scan] = js
+            found[scan] = fit[np.arange(ls.size), js]
         live, j = live[found], j[found]                         # the others have nothing left
         if live.size == 0:
             break
