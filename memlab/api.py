@@ -34,6 +34,9 @@ from memlab.text import extract_entities, memory_terms
 from memlab.types import (COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
 from memlab.write.importance import (choose_layer, cognitive_layer_of, long_term_threshold,
                                      score_importance)
+from memlab.write import facts, feedback as usage, pins
+from memlab.write.facts import supersede_step
+from memlab.write.pins import check_pin_cap
 
 log = logging.getLogger("memlab")
 
@@ -130,10 +133,19 @@ class MemoryStore:
             fresh = ([new] if new is not None else []) + self._background_rows()
         elif len(vectors) != len(records):
             raise InvalidInput("vectors", f"one vector per item ({len(records)})", len(vectors))
-        stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors, fresh=fresh)
+        stored = self._store.add(records, terms=terms, entities=ents, vectors=vectors, fresh=fresh,
+                                 prepare=self._govern_writes)
         self._bg_cached = self._bg_cached or bool(fresh)
         self.stats["added"] += len(stored)
         return stored
+
+    def _govern_writes(self, repo, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """The lifecycle step of every write, inside its transaction (§6.1, §11.3): fact keys,
+        supersession of older revisions (:func:`memlab.write.facts.supersede_step`), then the
+        pin cap (:func:`memlab.write.pins.check_pin_cap`)."""
+        records = supersede_step(repo, records, self.config)
+        check_pin_cap(repo, records, self.config)
+        return records
 
     def _build_record(self, it: dict[str, Any], *, now: float, index: int,
                       long_term_used) -> MemoryRecord:
@@ -405,6 +417,68 @@ class MemoryStore:
         agent_id, user_id = self._tenant(agent_id, user_id)
         now = to_unix((clock or self.clock).now())
         return self._store.repo.reinforce_ids(ids, now=now, agent_id=agent_id, user_id=user_id)
+
+    # -- lifecycle governance (memlab/write/facts.py, pins.py, feedback.py) ---------------------
+    def history(self, memory_id: str, *, agent_id: str | None = None,
+                user_id: str | None = None) -> list[MemoryRecord]:
+        """Every revision of the fact ``memory_id`` states, oldest first (§6.1 fact_revision)."""
+        a, u = self._tenant(agent_id, user_id)
+        return facts.history(self._store.repo, check_id(memory_id, "memory_id"), agent_id=a,
+                             user_id=u)
+
+    def expire(self, ids: Sequence[str], *, agent_id: str | None = None,
+               user_id: str | None = None) -> int:
+        """Mark memories expired: kept, never recalled again. Returns how many changed."""
+        a, u = self._tenant(agent_id, user_id)
+        return facts.expire(self._store.repo, check_ids(ids), agent_id=a, user_id=u)
+
+    def pin(self, memory_id: str, *, agent_id: str | None = None,
+            user_id: str | None = None) -> MemoryRecord:
+        """Pin a memory: it never decays and is never consolidated (§11.3); at most
+        ``governance.pins_max`` per agent and user (PinLimitExceeded beyond, nothing changed)."""
+        a, u = self._tenant(agent_id, user_id)
+        return pins.pin(self._store.repo, check_id(memory_id, "memory_id"), agent_id=a,
+                        user_id=u, cfg=self.config)
+
+    def unpin(self, memory_id: str, *, agent_id: str | None = None,
+              user_id: str | None = None) -> MemoryRecord:
+        a, u = self._tenant(agent_id, user_id)
+        return pins.unpin(self._store.repo, check_id(memory_id, "memory_id"), agent_id=a,
+                          user_id=u)
+
+    def pinned(self, *, agent_id: str | None = None, user_id: str | None = None
+               ) -> list[MemoryRecord]:
+        a, u = self._tenant(agent_id, user_id)
+        return pins.pinned(self._store.repo, agent_id=a, user_id=u)
+
+    def feedback(self, result: RecallResult | Sequence[str] = (), *, reply: str | None = None,
+                 confirmed: Sequence[str] = (), rejected: Sequence[str] = (),
+                 clock: Clock | None = None, agent_id: str | None = None,
+                 user_id: str | None = None) -> usage.FeedbackReport:
+        """Usage feedback after a turn (§11.3): the injected memories (a RecallResult or ids),
+        the reply, the memories the user confirmed or rejected. Use it instead of
+        :meth:`reinforce` for a turn. Returns what was counted (:class:`FeedbackReport`)."""
+        ids = check_ids(result.ids if isinstance(result, RecallResult) else result)
+        if reply is not None:
+            reply = check_text(reply, "reply", max_chars=None, limit_name="")
+        a, u = self._tenant(agent_id, user_id)
+        return usage.apply_feedback(self._store.repo, ids, reply=reply,
+                                    confirmed=check_ids(confirmed, "confirmed"),
+                                    rejected=check_ids(rejected, "rejected"),
+                                    now=to_unix((clock or self.clock).now()), cfg=self.config,
+                                    agent_id=a, user_id=u)
+
+    def contradictions(self, *, check: bool = False, clock: Clock | None = None,
+                       open_only: bool = True, agent_id: str | None = None,
+                       user_id: str | None = None) -> list[facts.Contradiction]:
+        """Recorded contradictions of the agent and user (with ``check``: run the evidence check
+        first, recording what it finds)."""
+        a, u = self._tenant(agent_id, user_id)
+        if check:
+            facts.evidence_check(self._store.repo, agent_id=a, user_id=u, cfg=self.config,
+                                 at=to_unix((clock or self.clock).now()))
+        return facts.list_contradictions(self._store.repo, agent_id=a, user_id=u,
+                                         open_only=open_only)
 
     def get(self, ids: Sequence[str], *, agent_id: str | None = None,
             user_id: str | None = None) -> list[MemoryRecord]:

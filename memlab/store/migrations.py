@@ -209,6 +209,35 @@ _V2: tuple[str, ...] = (
     _change_trigger("DELETE"),
 )
 
+#: Version 4 (facts over time, pins and usage feedback; Reverie §6.1, §11.3; memlab/write/facts.py,
+#: pins.py, feedback.py): the indexes that find an owner's active revision of a fact, the chain of
+#: revisions and an owner's pins; ``memory_contradictions`` (two active memories of one owner with
+#: one fact key and different values, as found by the evidence check: recorded once, listed until
+#: resolved); ``memory_usage_totals`` (per memory: the usage weight received and the whole
+#: references credited to ``access_count`` so far; the remainder carries to the next signal).
+_V4: tuple[str, ...] = (
+    "CREATE INDEX memory_records_fact_owner ON memory_records (agent_id, user_id, fact_key, "
+    "lifecycle_state) WHERE fact_key != ''",
+    "CREATE INDEX memory_records_supersedes ON memory_records (supersedes) "
+    "WHERE supersedes IS NOT NULL",
+    "CREATE INDEX memory_records_pinned ON memory_records (agent_id, user_id) WHERE pinned = 1",
+    """CREATE TABLE memory_contradictions (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        fact_key TEXT NOT NULL CHECK (length(fact_key) > 0),
+        memory_ids_json TEXT NOT NULL,
+        values_json TEXT NOT NULL,
+        found_at REAL NOT NULL,
+        resolved_at REAL,
+        resolution TEXT NOT NULL DEFAULT '',
+        UNIQUE (agent_id, user_id, fact_key, memory_ids_json))""",
+    """CREATE TABLE memory_usage_totals (
+        row INTEGER PRIMARY KEY REFERENCES memory_records(rowid) ON DELETE CASCADE,
+        weight REAL NOT NULL DEFAULT 0 CHECK (weight >= 0),
+        credited INTEGER NOT NULL DEFAULT 0 CHECK (credited >= 0))""",
+)
+
 Step = str | Callable[[Connection], None]
 
 
@@ -242,6 +271,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (2, "change log of memory_records for the in-process MemoryIndex", _V2),
     (3, "embedding_status 'none': the embedder gives the text no vector",
      (_allow_embedding_status_none,)),
+    (4, "facts over time, pins, usage feedback: fact and pin indexes, contradictions, usage "
+     "totals", _V4),
 )
 
 LATEST = MIGRATIONS[-1][0]
