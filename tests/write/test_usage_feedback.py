@@ -83,6 +83,8 @@ def test_credit_by_hand():
     total, done, add = credit(0.8000000000000002, 0, 0.2)
     assert (done, add) == (1, 1) and total == pytest.approx(1.0)
     assert credit(1.9, 1, 2.0) == (pytest.approx(3.9), 3, 2)
+    assert 0.7 + 0.1 + 0.1 + 0.1 < 1.0                    # floating point: 0.9999999999999999
+    assert credit(0.7 + 0.1 + 0.1, 0, 0.1)[1:] == (1, 1)    # is one whole reference all the same
 
 
 def test_the_daily_cap_counts_six_automatic_signals_then_logs_the_rest_with_weight_0():
