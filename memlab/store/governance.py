@@ -88,6 +88,12 @@ class Governance:
             "HAVING count(*) > 1 ORDER BY fact_key", (agent_id, user_id)).fetchall()
         return [(k, sorted(json.loads(r))) for k, r in rows]
 
+    def fact_owners(self) -> list[tuple[str, str]]:
+        """(agent_id, user_id) of every owner with an active memory holding a fact key."""
+        return [(a, u) for a, u in self.conn.execute(
+            "SELECT DISTINCT agent_id, user_id FROM memory_records WHERE fact_key != '' AND "
+            "lifecycle_state = 'active' ORDER BY agent_id, user_id")]
+
     # -- pins ------------------------------------------------------------------------------------
     def pinned_count(self, agent_id: str, user_id: str) -> int:
         return int(self.conn.execute(

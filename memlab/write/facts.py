@@ -237,13 +237,20 @@ def list_contradictions(repo: Repository, *, agent_id: str | None, user_id: str 
                                                           open_only=open_only)]
 
 
-def evidence_check(repo: Repository, *, agent_id: str, user_id: str, cfg: MemlabConfig,
-                   at: float) -> list[Contradiction]:
-    """Find the owner's contradictions and record them (§11.4 evidence_check, by fact key); one
-    transaction. Returns them as recorded (with ids)."""
+def evidence_check(repo: Repository, *, cfg: MemlabConfig, at: float,
+                   agent_id: str | None = None, user_id: str | None = None
+                   ) -> list[Contradiction]:
+    """Find contradictions and record them (§11.4 evidence_check, by fact key): of one owner, or
+    (both None) of every owner holding fact keys; one transaction. Returns them as recorded
+    (with ids; one found again keeps its id). The fold worker's ``evidence_check`` job calls it."""
+    if (agent_id is None) != (user_id is None):
+        raise InvalidInput("agent_id/user_id", "give both (one owner) or neither (every owner)",
+                           (agent_id, user_id))
     with transaction(repo.conn):
-        return [record_contradiction(repo, c, at=at)
-                for c in find_contradictions(repo, agent_id=agent_id, user_id=user_id, cfg=cfg)]
+        owners = [(agent_id, user_id)] if agent_id is not None else \
+            Governance(repo.conn).fact_owners()
+        return [record_contradiction(repo, c, at=at) for a, u in owners
+                for c in find_contradictions(repo, agent_id=a, user_id=u, cfg=cfg)]
 
 
 def resolve_contradiction(repo: Repository, contradiction_id: int, *, keep: str, at: float,

@@ -229,3 +229,18 @@ def test_cli_history_and_contradictions(tmp_path):
     assert out.exit_code == 2 and "no memory with this id" in out.output
     out = runner.invoke(app, ["contradictions", str(path), "--check", *sets])
     assert out.exit_code == 0 and "no contradictions recorded" in out.output
+
+
+def test_the_evidence_check_of_every_owner_records_each_owners_contradictions():
+    from memlab.write.facts import evidence_check
+    with _store(BASE.replace(**{"facts.rule": "none"})) as st:
+        for user in ("u1", "u2"):
+            st.add("我住在北京", fact_key="user:residence", user_id=user)
+            st.add("我住在上海", fact_key="user:residence", user_id=user)
+        st.add("我住在广州", fact_key="user:residence", user_id="u3")
+        found = evidence_check(st._store.repo, cfg=st.config, at=T0)
+        assert sorted(c.user_id for c in found) == ["u1", "u2"]
+        assert [c.id for c in evidence_check(st._store.repo, cfg=st.config, at=T0 + 1)] == \
+            [c.id for c in found]
+        with pytest.raises(InvalidInput, match="give both"):
+            evidence_check(st._store.repo, cfg=st.config, at=T0, agent_id="agent_0")
