@@ -40,6 +40,7 @@ from memlab.write.correction import CorrectionResult, resolve_user_correction
 from memlab.write.interaction import (CorrectionHook, InteractionResult, remember,
                                       store_interaction)
 from memlab.write.pipeline import WritePipeline
+from memlab.write import facts, feedback as usage, pins
 
 log = logging.getLogger("memlab")
 
@@ -582,6 +583,68 @@ class MemoryStore:
         agent_id, user_id = self._tenant(agent_id, user_id)
         return recall_summaries(self._store, self._embedder, query, k=k, agent_id=agent_id,
                                 user_id=user_id, now=to_unix((clock or self.clock).now()))
+
+    # -- lifecycle governance (memlab/write/facts.py, pins.py, feedback.py) ---------------------
+    def history(self, memory_id: str, *, agent_id: str | None = None,
+                user_id: str | None = None) -> list[MemoryRecord]:
+        """Every revision of the fact ``memory_id`` states, oldest first (§6.1 fact_revision)."""
+        a, u = self._tenant(agent_id, user_id)
+        return facts.history(self._store.repo, check_id(memory_id, "memory_id"), agent_id=a,
+                             user_id=u)
+
+    def expire(self, ids: Sequence[str], *, agent_id: str | None = None,
+               user_id: str | None = None) -> int:
+        """Mark memories expired: kept, never recalled again. Returns how many changed."""
+        a, u = self._tenant(agent_id, user_id)
+        return facts.expire(self._store.repo, check_ids(ids), agent_id=a, user_id=u)
+
+    def pin(self, memory_id: str, *, agent_id: str | None = None,
+            user_id: str | None = None) -> MemoryRecord:
+        """Pin a memory: it never decays and is never consolidated (§11.3); at most
+        ``governance.pins_max`` per agent and user (PinLimitExceeded beyond, nothing changed)."""
+        a, u = self._tenant(agent_id, user_id)
+        return pins.pin(self._store.repo, check_id(memory_id, "memory_id"), agent_id=a,
+                        user_id=u, cfg=self.config)
+
+    def unpin(self, memory_id: str, *, agent_id: str | None = None,
+              user_id: str | None = None) -> MemoryRecord:
+        a, u = self._tenant(agent_id, user_id)
+        return pins.unpin(self._store.repo, check_id(memory_id, "memory_id"), agent_id=a,
+                          user_id=u)
+
+    def pinned(self, *, agent_id: str | None = None, user_id: str | None = None
+               ) -> list[MemoryRecord]:
+        a, u = self._tenant(agent_id, user_id)
+        return pins.pinned(self._store.repo, agent_id=a, user_id=u)
+
+    def feedback(self, result: RecallResult | Sequence[str] = (), *, reply: str | None = None,
+                 confirmed: Sequence[str] = (), rejected: Sequence[str] = (),
+                 clock: Clock | None = None, agent_id: str | None = None,
+                 user_id: str | None = None) -> usage.FeedbackReport:
+        """Usage feedback after a turn (§11.3): the injected memories (a RecallResult or ids),
+        the reply, the memories the user confirmed or rejected. Use it instead of
+        :meth:`reinforce` for a turn. Returns what was counted (:class:`FeedbackReport`)."""
+        ids = check_ids(result.ids if isinstance(result, RecallResult) else result)
+        if reply is not None:
+            reply = check_text(reply, "reply", max_chars=None, limit_name="")
+        a, u = self._tenant(agent_id, user_id)
+        return usage.apply_feedback(self._store.repo, ids, reply=reply,
+                                    confirmed=check_ids(confirmed, "confirmed"),
+                                    rejected=check_ids(rejected, "rejected"),
+                                    now=to_unix((clock or self.clock).now()), cfg=self.config,
+                                    agent_id=a, user_id=u)
+
+    def contradictions(self, *, check: bool = False, clock: Clock | None = None,
+                       open_only: bool = True, agent_id: str | None = None,
+                       user_id: str | None = None) -> list[facts.Contradiction]:
+        """Recorded contradictions of the agent and user (with ``check``: run the evidence check
+        first, recording what it finds)."""
+        a, u = self._tenant(agent_id, user_id)
+        if check:
+            facts.evidence_check(self._store.repo, agent_id=a, user_id=u, cfg=self.config,
+                                 at=to_unix((clock or self.clock).now()))
+        return facts.list_contradictions(self._store.repo, agent_id=a, user_id=u,
+                                         open_only=open_only)
 
     def get(self, ids: Sequence[str], *, agent_id: str | None = None,
             user_id: str | None = None) -> list[MemoryRecord]:

@@ -1,5 +1,5 @@
-"""``memlab ...``: config, add, recall, store (check, rebuild), card (sync), datasets, bench, sweep,
-fit, jobs."""
+"""``memlab ...``: config, add, recall, store (check, rebuild), card (sync), history, pin, unpin,
+contradictions, datasets, bench, sweep, fit, jobs."""
 
 from __future__ import annotations
 
@@ -217,6 +217,119 @@ def store_rebuild(
         _fail(exc)
     typer.echo(json.dumps(asdict(report), ensure_ascii=False, indent=1) if as_json
                else "\n".join(report.lines()))
+
+
+# -- lifecycle governance: facts over time, pins (memlab/write/facts.py, pins.py) -------------------
+def _governed(store: Path, config: Optional[Path], sets: list[str] | None):
+    """The store opened without an embedder (these commands read and write records only)."""
+    from memlab.api import open_store
+
+    if not store.exists():
+        raise MemlabError(f"{store}: no such store file")
+    return open_store(store, config=_config(config, sets), load_embedder=False)
+
+
+def _when(seconds: float | None) -> str:
+    from datetime import datetime, timezone
+
+    return "" if seconds is None else \
+        datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+@app.command("history")
+def history_cmd(
+    store: Path = typer.Argument(..., help="The store file."),
+    memory_id: str = typer.Argument(..., help="Any revision's id."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="The revisions as JSON."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Every revision of the fact a memory states, oldest first (fact_key, fact_revision,
+    lifecycle state: recall sees the active one only)."""
+    try:
+        with _governed(store, config, set_) as st:
+            chain = st.history(memory_id, agent_id=agent_id, user_id=user_id)
+    except MemlabError as exc:
+        _fail(exc)
+    rows = [{"revision": r.fact_revision, "id": r.id, "state": r.lifecycle_state,
+             "pinned": r.pinned, "written": _when(r.timestamp), "fact_key": r.fact_key,
+             "supersedes": r.supersedes or "", "text": r.text} for r in chain]
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
+    for r in rows:
+        typer.echo(f"r{r['revision']}\t{r['state']:<10}\t{'pinned' if r['pinned'] else '':<6}\t"
+                   f"{r['written']}\t{r['id']}\t{r['fact_key']}\t{r['text']}")
+
+
+@app.command("pin")
+def pin_cmd(
+    store: Path = typer.Argument(..., help="The store file."),
+    memory_id: str = typer.Argument(...),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    config: Optional[Path] = typer.Option(None, "--config", "-c"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Pin a memory: never forgotten, never consolidated; at most governance.pins_max per
+    agent and user."""
+    try:
+        with _governed(store, config, set_) as st:
+            st.pin(memory_id, agent_id=agent_id, user_id=user_id)
+            n = len(st.pinned(agent_id=agent_id, user_id=user_id))
+            cap = st.config.governance.pins_max
+    except MemlabError as exc:
+        _fail(exc)
+    typer.echo(f"pinned {memory_id} ({n} of {cap} pins)")
+
+
+@app.command("unpin")
+def unpin_cmd(
+    store: Path = typer.Argument(..., help="The store file."),
+    memory_id: str = typer.Argument(...),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    config: Optional[Path] = typer.Option(None, "--config", "-c"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Unpin a memory."""
+    try:
+        with _governed(store, config, set_) as st:
+            st.unpin(memory_id, agent_id=agent_id, user_id=user_id)
+    except MemlabError as exc:
+        _fail(exc)
+    typer.echo(f"unpinned {memory_id}")
+
+
+@app.command("contradictions")
+def contradictions_cmd(
+    store: Path = typer.Argument(..., help="The store file."),
+    check: bool = typer.Option(False, "--check", help="Run the evidence check first (records "
+                               "what it finds)."),
+    all_: bool = typer.Option(False, "--all", help="Resolved ones too."),
+    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json"),
+    config: Optional[Path] = typer.Option(None, "--config", "-c"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+) -> None:
+    """Recorded contradictions: active memories of one fact key with different values."""
+    from dataclasses import asdict
+
+    try:
+        with _governed(store, config, set_) as st:
+            found = st.contradictions(check=check, open_only=not all_, agent_id=agent_id,
+                                      user_id=user_id)
+    except MemlabError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([asdict(c) for c in found], ensure_ascii=False, indent=1))
+        return
+    if not found:
+        typer.echo("no contradictions recorded")
+    for c in found:
+        state = f"resolved {_when(c.resolved_at)}: {c.resolution}" if c.resolved_at else "open"
+        typer.echo(f"#{c.id}\t{c.fact_key}\t{state}\tfound {_when(c.found_at)}")
+        for mid, value in zip(c.memory_ids, c.values):
+            typer.echo(f"\t{mid}\t{value}")
 
 
 @app.command("fit")

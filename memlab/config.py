@@ -30,6 +30,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_valid
                       model_validator)
 
 from memlab.errors import ConfigError
+from memlab.types import RETENTION_LAYERS
 
 STAGES = ("score", "candidates", "ingest", "runtime")
 
@@ -402,6 +403,80 @@ class GovernanceConfig(_Section):
                                    stage="runtime", spec="reverie §11.4")
     usage_cleanup_days: float = _f(90.0, "Usage signals older than this are cleaned up.", gt=0.0,
                                    le=1e6, stage="runtime", spec="reverie §11.4")
+    usage_day_offset_hours: float = _f(
+        0.0, "The day of daily_reinforcement_cap starts at 00:00 UTC plus this many hours (8: "
+        "Beijing midnight). memlab's choice: UTC, the spec says 'per day' without a zone.",
+        ge=-14.0, le=14.0, stage="runtime", spec="reverie §11.3")
+
+
+#: memlab's default fact patterns (``facts.patterns``): ``"ATTRIBUTE|REGEX"``. The attribute may
+#: name groups of the regex (``favourite:{attr}``); the group ``value`` is the fact's value.
+_V = r"(?P<value>[^，。！？；、,.!?;\n]+)"
+_A = r"(?P<attr>[^，。！？；、,.!?;\n]+)"
+FACT_PATTERNS: tuple[str, ...] = (
+    rf"birthday|我的生日(?:是|在)\s*{_V}",
+    rf"birthday|\bmy birthday is\s+{_V}",
+    rf"name|我的名字(?:是|叫)\s*{_V}",
+    rf"name|\bmy name is\s+{_V}",
+    rf"residence|我(?:现在|目前|如今)?住在\s*{_V}",
+    rf"residence|\bI (?:now |currently |still )?live in\s+{_V}",
+    rf"residence|\bI(?:'ve| have)? (?:just )?moved to\s+{_V}",
+    rf"job|我的工作是\s*{_V}",
+    rf"job|\bI work as (?:an? )?{_V}",
+    r"favourite:{attr}|我最喜欢的(?P<attr>[^，。！？；、,.!?;\n是]{1,8})是\s*" + _V,
+    r"favourite:{attr}|\bmy (?:favou?rite|fav) (?P<attr>[a-z]+(?: [a-z]+)?) is\s+" + _V,
+    r"likes:{attr}|我(?P<value>不再喜欢|不喜欢|讨厌|喜欢|爱)" + _A,
+    r"likes:{attr}|\bI (?P<value>no longer like|don't like|do not like|dislike|hate|like|love)\s+"
+    + _A,
+)
+
+
+class FactsConfig(_Section):
+    rule: Literal["none", "explicit", "subject_attribute"] = _f(
+        "explicit", "How a memory gets its fact_key (§6.1, 事实键 for revision): none (fact keys "
+        "are stored but never compared), explicit (only a key the caller or the atom extractor "
+        "gives), subject_attribute (also derived from the text by facts.patterns: the speaker, or "
+        "facts.default_subject, plus the attribute). A new active memory with the key of an "
+        "active one of the same owner supersedes it (recall then sees the newest revision only). "
+        "memlab's choice: explicit; derivation is opt-in because a superseded statement is "
+        "hidden from recall.", stage="ingest", spec="reverie §6.1")
+    patterns: tuple[str, ...] = _f(
+        FACT_PATTERNS, "Fact patterns of the subject_attribute rule, zh and en, tried in order "
+        "(first match): 'ATTRIBUTE|REGEX' (case-insensitive); ATTRIBUTE may use named groups "
+        "('favourite:{attr}'), the group 'value' is the fact's value. memlab's choice.",
+        stage="ingest", spec="reverie §6.1")
+    default_subject: str = _f(
+        "user", "Subject of a derived fact_key when the memory names no speaker (keys read "
+        "'SUBJECT:ATTRIBUTE'). memlab's choice.", stage="ingest", min_length=1)
+    derive_layers: tuple[str, ...] = _f(
+        ("long_term", "short_term"), "Retention layers whose memories get derived fact keys. "
+        "memlab's choice: not the permanent layer (the character card's anchors are the "
+        "character's, not the user's facts).", stage="ingest")
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns_compile(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, p in enumerate(v):
+            attr, sep, regex = p.partition("|")
+            if not sep or not attr.strip() or not regex:
+                raise ValueError(f"item {i} ({p!r}) must read 'ATTRIBUTE|REGEX'")
+            try:
+                groups = set(re.compile(regex).groupindex)
+            except re.error as exc:
+                raise ValueError(f"item {i}: the regex does not compile ({exc})") from None
+            names = {f for _, f, _, _ in string.Formatter().parse(attr) if f is not None}
+            if names - groups:
+                raise ValueError(f"item {i}: the attribute names {sorted(names - groups)}, not "
+                                 f"groups of its regex")
+        return v
+
+    @field_validator("derive_layers")
+    @classmethod
+    def _layers(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [x for x in v if x not in RETENTION_LAYERS]
+        if bad:
+            raise ValueError(f"must be retention layers {RETENTION_LAYERS}, not {bad}")
+        return v
 
 
 class EntityConfig(_Section):
@@ -1125,6 +1200,7 @@ class MemlabConfig(_Section):
     card: CardConfig = CardConfig()
     importance: ImportanceConfig = ImportanceConfig()
     governance: GovernanceConfig = GovernanceConfig()
+    facts: FactsConfig = FactsConfig()
     entity: EntityConfig = EntityConfig()
     temporal: TemporalConfig = TemporalConfig()
     selection: SelectionConfig = SelectionConfig()

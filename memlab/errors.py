@@ -55,6 +55,17 @@ class InvalidCell(InvalidInput):
     """A (scope, category) pair outside Familiars' VALID_CELLS."""
 
 
+class PinLimitExceeded(InvalidInput):
+    """Pinning would give an owner more than ``governance.pins_max`` pinned memories (§11.3)."""
+
+    def __init__(self, memory_id: str, *, agent_id: str, user_id: str, cap: int,
+                 count: int) -> None:
+        self.agent_id, self.user_id, self.cap, self.count = agent_id, user_id, cap, count
+        super().__init__("pin", f"agent_id={agent_id!r}, user_id={user_id!r} would have {count} "
+                         f"pinned memories, more than governance.pins_max = {cap}: unpin one "
+                         f"first (nothing was changed)", memory_id)
+
+
 class StoreError(MemlabError):
     """The store cannot be opened or written (corrupt file, foreign schema, lock timeout).
 

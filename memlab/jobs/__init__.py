@@ -19,13 +19,13 @@ from __future__ import annotations
 from . import atoms, evidence, maintenance  # noqa: F401  (register the built-in kinds)
 from .compress import ChatTurn, SummaryHit, extractive_summary, llm_summariser, recall_summaries
 from .atoms import Atom, StoredAtom, extract_atoms, stored_atoms
-from .evidence import Contradiction, contradictions, find_contradictions, record_contradictions
+from .evidence import Contradiction, contradictions
 from .kinds import JobContext, JobKind, Outcome, enqueue, get_kind, kinds, register
 from .queue import JOB_STATES, Job, Lease
 from .worker import RunReport, Worker
 
 __all__ = ["Atom", "ChatTurn", "Contradiction", "SummaryHit", "JOB_STATES", "Job", "JobContext", "JobKind", "Lease",
            "Outcome", "RunReport", "StoredAtom", "Worker", "contradictions", "enqueue",
-           "extract_atoms", "extractive_summary", "find_contradictions", "get_kind", "kinds",
-           "llm_summariser", "recall_summaries", "record_contradictions", "register",
+           "extract_atoms", "extractive_summary", "get_kind", "kinds",
+           "llm_summariser", "recall_summaries", "register",
            "stored_atoms"]

@@ -209,7 +209,8 @@ def contradictions_cmd(
     as_json: bool = typer.Option(False, "--json", help="The contradictions as JSON."),
     config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
 ) -> None:
-    """The contradictions evidence_check recorded: two active memories, one fact key."""
+    """The contradictions evidence_check recorded: active memories, one fact key, different
+    values (memlab.write.facts)."""
     from dataclasses import asdict
 
     from memlab.jobs import contradictions
@@ -228,5 +229,6 @@ def contradictions_cmd(
         return
     for c in rows:
         state = f"resolved {_iso(c.resolved_at)}" if c.resolved_at is not None else "open"
-        typer.echo(f"{c.fact_key} ({c.agent_id}/{c.user_id}, {state})\n  {c.memory_a}: "
-                   f"{c.text_a}\n  {c.memory_b}: {c.text_b}")
+        typer.echo(f"{c.fact_key} ({c.agent_id}/{c.user_id}, {state})")
+        for mid, value in zip(c.memory_ids, c.values):
+            typer.echo(f"  {mid}: {value}")

@@ -227,7 +227,9 @@ class Store:
     def add(self, records: Sequence[MemoryRecord] | Callable[[], Sequence[MemoryRecord | None]],
             *, terms: Sequence[Sequence[str]], entities: Sequence[Sequence[str]],
             vectors: Any = None, fresh: Sequence[FreshVectors] = (),
-            replacing: Sequence[str] = ()) -> list[MemoryRecord]:
+            replacing: Sequence[str] = (),
+            prepare: Callable[[Repository, list[MemoryRecord]], list[MemoryRecord]] | None = None
+            ) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
 
         ``records``: the records, or a function called inside the transaction that returns them,
@@ -244,6 +246,10 @@ class Store:
         Without vectors the records are pending for the embedder's version. An all-zero vector
         means the embedder gives that text none: the record is stored with embedding_status
         'none' (lexical routes only). Returns the records as stored (status and model version).
+
+        ``prepare(repo, records) -> records``: a step run inside the transaction before the insert
+        (the write side's lifecycle governance: fact supersession, the pin cap); what it changes
+        is undone with the add when the add is refused. It must keep the records' order and ids.
         """
         if vectors is not None and self.vectors is None:
             raise InvalidInput("vectors", "given, but the store has no embedder (its version "
@@ -267,6 +273,7 @@ class Store:
             self.repo.delete(replacing)
             if not records:
                 return []
+            records = self._prepare(prepare, records)
             rowids = self.repo.add(records, terms=terms, entities=entities)
             if vectors is not None:
                 none, arr = self._split_empty(vectors, len(records))
@@ -280,6 +287,14 @@ class Store:
         return [dataclasses.replace(r, embedding_status="none" if empty else "ready",
                                     embedding_model_version=version)
                 for r, empty in zip(records, none)]
+
+    def _prepare(self, prepare, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        if prepare is None:
+            return records
+        out = list(prepare(self.repo, records))
+        if [r.id for r in out] != [r.id for r in records]:
+            raise StoreError("Store.add: the prepare step must keep the records and their order")
+        return out
 
     def _split_empty(self, vectors: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(mask of the all-zero rows: the embedder gives those texts no vector, the other rows

@@ -41,9 +41,7 @@ Version 4 (the fold worker, :mod:`memlab.jobs`): ``memory_jobs`` gains its lease
 ``max_attempts``, ``result_json``, ``error`` (the last failure's text), ``dedup_key`` (at most one
 queued or leased job per key: a partial unique index), the owner (``agent_id``, ``user_id``) and
 ``started_at``/``finished_at``; ``memory_atoms`` (typed atoms extracted from a memory, each linked to
-its source memory, deleted with it); ``memory_contradictions`` (two active memories of one owner with
-one fact key and different texts, found by the evidence check; ``resolved_at`` once either is no
-longer active).
+its source memory, deleted with it).
 
 Version 5 (safety, :mod:`memlab.safety`): ``memory_audit``, one row per refusal of the safety
 checks (:mod:`memlab.store.audit`).
@@ -53,6 +51,8 @@ Version 6 (fuzzy recall, :mod:`memlab.recall.fuzzy`):
 entity, Reverie §9.2) and ``resolved_at`` (when the user's correction rolled it back; NULL while
 unresolved), with an index by (agent_id, user_id, kind, at): a correction looks up the owner's
 latest unresolved swaps without a scan. Existing rows get kind ``''`` and stay unresolved.
+
+Version 7 (facts over time, pins, usage feedback): see ``_V7`` below.
 """
 
 from __future__ import annotations
@@ -228,6 +228,35 @@ _V2: tuple[str, ...] = (
     _change_trigger("DELETE"),
 )
 
+#: Version 7 (facts over time, pins and usage feedback; Reverie §6.1, §11.3; memlab/write/facts.py,
+#: pins.py, feedback.py): the indexes that find an owner's active revision of a fact, the chain of
+#: revisions and an owner's pins; ``memory_contradictions`` (two active memories of one owner with
+#: one fact key and different values, as found by the evidence check: recorded once, listed until
+#: resolved); ``memory_usage_totals`` (per memory: the usage weight received and the whole
+#: references credited to ``access_count`` so far; the remainder carries to the next signal).
+_V7: tuple[str, ...] = (
+    "CREATE INDEX memory_records_fact_owner ON memory_records (agent_id, user_id, fact_key, "
+    "lifecycle_state) WHERE fact_key != ''",
+    "CREATE INDEX memory_records_supersedes ON memory_records (supersedes) "
+    "WHERE supersedes IS NOT NULL",
+    "CREATE INDEX memory_records_pinned ON memory_records (agent_id, user_id) WHERE pinned = 1",
+    """CREATE TABLE memory_contradictions (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        fact_key TEXT NOT NULL CHECK (length(fact_key) > 0),
+        memory_ids_json TEXT NOT NULL,
+        values_json TEXT NOT NULL,
+        found_at REAL NOT NULL,
+        resolved_at REAL,
+        resolution TEXT NOT NULL DEFAULT '',
+        UNIQUE (agent_id, user_id, fact_key, memory_ids_json))""",
+    """CREATE TABLE memory_usage_totals (
+        row INTEGER PRIMARY KEY REFERENCES memory_records(rowid) ON DELETE CASCADE,
+        weight REAL NOT NULL DEFAULT 0 CHECK (weight >= 0),
+        credited INTEGER NOT NULL DEFAULT 0 CHECK (credited >= 0))""",
+)
+
 Step = str | Callable[[Connection], None]
 
 
@@ -277,22 +306,6 @@ _V4: tuple[str, ...] = tuple(
         created_at REAL NOT NULL,
         UNIQUE (memory_id, kind, text))""",
     "CREATE INDEX memory_atoms_owner ON memory_atoms (agent_id, user_id, kind)",
-    """CREATE TABLE memory_contradictions (
-        id INTEGER PRIMARY KEY,
-        agent_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        fact_key TEXT NOT NULL CHECK (length(fact_key) > 0),
-        memory_a TEXT NOT NULL REFERENCES memory_records(id) ON DELETE CASCADE,
-        memory_b TEXT NOT NULL REFERENCES memory_records(id) ON DELETE CASCADE,
-        found_at REAL NOT NULL,
-        job_id INTEGER,
-        resolved_at REAL,
-        resolution TEXT,
-        CHECK (memory_a < memory_b),
-        UNIQUE (memory_a, memory_b))""",
-    "CREATE INDEX memory_contradictions_owner ON memory_contradictions (agent_id, user_id, "
-    "fact_key)",
-    "CREATE INDEX memory_contradictions_b ON memory_contradictions (memory_b)",
 )
 
 #: (version, name, steps); versions are 1, 2, 3, ... in order. Append, never edit a released one.
@@ -301,7 +314,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (2, "change log of memory_records for the in-process MemoryIndex", _V2),
     (3, "embedding_status 'none': the embedder gives the text no vector",
      (_allow_embedding_status_none,)),
-    (4, "fold jobs: leases, results, errors, dedup keys; atoms; contradictions", _V4),
+    (4, "fold jobs: leases, results, errors, dedup keys; atoms", _V4),
     (5, "memory_audit: refusals of the safety checks", AUDIT_TABLE_SQL),
     (6, "recall events: kind and resolved_at, indexed by owner (fuzzy recall audit)", (
         "ALTER TABLE memory_recall_events ADD COLUMN kind TEXT NOT NULL DEFAULT ''",
@@ -309,6 +322,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
         "CREATE INDEX memory_recall_events_owner ON memory_recall_events "
         "(agent_id, user_id, kind, at)",
     )),
+    (7, "facts over time, pins, usage feedback: fact and pin indexes, contradictions, usage "
+     "totals", _V7),
 )
 
 LATEST = MIGRATIONS[-1][0]

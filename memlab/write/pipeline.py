@@ -35,6 +35,8 @@ from memlab.text import extract_entities, memory_terms
 from memlab.types import MemoryRecord
 from memlab.write.importance import score_importance
 from memlab.write.layers import Budget, choose_layer
+from memlab.write.facts import supersede_step
+from memlab.write.pins import check_pin_cap
 from memlab.write.records import Draft, TenantFn, finish, prepare
 
 #: texts -> (their document vectors or None: stored pending, vectors the cache lacks)
@@ -109,6 +111,14 @@ class WritePipeline:
                     associated=a, cfg=cfg.importance, term_cap=cfg.recall.term_cap,
                     text_cap=cfg.recall.text_cap)
 
+    def govern(self, repo, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """The lifecycle step of every write, inside its transaction (§6.1, §11.3): fact keys and
+        supersession of older revisions (:func:`memlab.write.facts.supersede_step`), then the
+        pin cap (:func:`memlab.write.pins.check_pin_cap`)."""
+        records = supersede_step(repo, records, self.config)
+        check_pin_cap(repo, records, self.config)
+        return records
+
     def commit(self, drafts: Sequence[Draft], *, vectors: np.ndarray | None = None,
                replacing: Sequence[str] = ()) -> list[Routed]:
         """Steps 4-5: embed (unless ``vectors`` are given), then route and insert in one
@@ -148,7 +158,7 @@ class WritePipeline:
             return out
 
         stored = iter(self.store.add(build, terms=terms, entities=ents, vectors=vectors,
-                                     fresh=fresh, replacing=replacing))
+                                     fresh=fresh, replacing=replacing, prepare=self.govern))
         # the records as stored (embedding status and model version) in place of the built ones
         routed[:] = [Routed(next(stored), r.layer, r.threshold) if r.record is not None else r
                      for r in routed]

@@ -10,7 +10,7 @@ from memlab.clock import FixedClock
 from memlab.config import MemlabConfig
 from memlab.embed import HashingEmbedder
 from memlab.errors import EmbeddingUnavailable, JobError
-from memlab.jobs import contradictions, find_contradictions
+from memlab.jobs import contradictions
 from memlab.jobs import queue
 
 T0 = 1_700_000_000.0
@@ -29,44 +29,34 @@ def _add(store, id, text, fact_key, **kw):
     store.add(text, id=id, fact_key=fact_key, importance=0.5, **kw)
 
 
-def test_contradictions_are_same_owner_same_key_different_text(store):
-    _add(store, "a1", "用户住在北京", "user.city")
-    _add(store, "a2", "用户住在上海", "user.city")            # contradicts a1
-    _add(store, "a3", "用户住在北京", "user.city")            # repeats a1: contradicts a2 only
-    _add(store, "b1", "The user lives in Paris", "user.city", user_id="u2")   # another owner
-    _add(store, "c1", "The user's cat is Momo", "user.cat")
-    _add(store, "c2", "the user's   CAT is momo", "user.cat")  # same text up to case and spaces
-    _add(store, "d1", "Likes tea", "")                          # no fact key
-    _add(store, "d2", "Likes coffee", "")
-    _add(store, "e1", "User is 30", "user.age")
-    _add(store, "e2", "User is 31", "user.age", lifecycle_state="superseded")   # not active
-    found = find_contradictions(store._store.conn)
-    assert [(c.memory_a, c.memory_b, c.fact_key) for c in found] == [
-        ("a1", "a2", "user.city"), ("a2", "a3", "user.city")]
-    assert find_contradictions(store._store.conn, agent_id="agent_0", user_id="u2") == []
-
-
-def test_the_job_records_each_pair_once_and_resolves_superseded_ones(store):
+def test_the_job_records_each_contradiction_once_per_owner(tmp_path):
+    """The job runs memlab.write.facts.evidence_check: active memories of one owner, one fact key,
+    different values; a repetition (up to case and spaces), another owner's memory, a memory
+    without a key and a superseded one are not contradictions."""
+    none = CFG.replace(**{"facts.rule": "none"})   # keys kept, no supersession: both stay active
+    store = memlab.open_store(tmp_path / "c.sqlite", config=none, clock=FixedClock(T0))
     _add(store, "a1", "用户住在北京", "user.city")
     _add(store, "a2", "用户住在上海", "user.city")
+    _add(store, "b1", "The user lives in Paris", "user.city", user_id="u2")   # another owner
+    _add(store, "c1", "The user's cat is Momo", "user.cat")
+    _add(store, "c2", "the user's   CAT is momo", "user.cat")  # same value up to case and spaces
+    _add(store, "d1", "Likes tea", "")                          # no fact key
+    _add(store, "d2", "Likes coffee", "")
     _add(store, "e1", "The user is 30", "user.age")
-    _add(store, "e2", "The user is 31", "user.age")
+    _add(store, "e2", "The user is 31", "user.age", lifecycle_state="superseded")   # not active
     worker = store.worker()
     store.enqueue_job("evidence_check")
     [job] = worker.run().done
-    assert job.result == {"found": 2, "new": 2, "resolved": 0}
+    assert job.result == {"found": 1, "new": 1}
     rows = contradictions(store._store.conn)
-    assert [(c.fact_key, c.text_a, c.text_b) for c in rows] == [
-        ("user.age", "The user is 30", "The user is 31"), ("user.city", "用户住在北京", "用户住在上海")]
+    assert [(c.fact_key, c.memory_ids, c.values) for c in rows] == [
+        ("user.city", ("a1", "a2"), ("用户住在北京", "用户住在上海"))]
     store.enqueue_job("evidence_check")
-    assert worker.run().done[0].result == {"found": 2, "new": 0, "resolved": 0}
-    store._store.repo.update_fields("e1", lifecycle_state="superseded")   # a newer revision won
-    store.enqueue_job("evidence_check")
-    assert worker.run().done[0].result == {"found": 1, "new": 0, "resolved": 1}
-    assert [c.fact_key for c in contradictions(store._store.conn)] == ["user.city"]
-    closed = [c for c in contradictions(store._store.conn, include_resolved=True)
-              if c.resolved_at is not None]
-    assert [(c.fact_key, c.resolved_at) for c in closed] == [("user.age", T0)]
+    assert worker.run().done[0].result == {"found": 1, "new": 0}       # recorded once
+    store.enqueue_job("evidence_check", {"agent_id": "agent_0", "user_id": "u2"})
+    assert worker.run().done[0].result == {"found": 0, "new": 0}
+    assert len(contradictions(store._store.conn)) == 1
+    store.close()
 
 
 def test_cleanup_usage_removes_signals_older_than_90_days(store):

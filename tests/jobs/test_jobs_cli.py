@@ -97,8 +97,8 @@ def test_kinds_lists_every_kind(cli):
 
 def test_atoms_and_contradictions_are_visible(cli, tmp_path):
     path = tmp_path / "f.sqlite"
-    cfg = MemlabConfig().replace(**{"embedding.backend": "hashing"})
-    with memlab.open_store(path, config=cfg) as st:
+    cfg = MemlabConfig().replace(**{"embedding.backend": "hashing", "facts.rule": "none"})
+    with memlab.open_store(path, config=cfg) as st:   # facts.rule none: c2 does not supersede c1
         st.add("我喜欢猫，但是对猫毛过敏", id="m1", importance=0.5)
         st.add("用户住在北京", id="c1", fact_key="user.city", importance=0.5)
         st.add("用户住在上海", id="c2", fact_key="user.city", importance=0.5)
