@@ -8,8 +8,8 @@ step (``store.reinforce(result)``), never a side effect of recall.
 from __future__ import annotations
 
 import contextlib
-
 import logging
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -20,7 +20,7 @@ from memlab.clock import Clock, FixedClock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput, StoreError, UnsafeWrite
-from memlab.inputs import check_ids, check_k, check_tenant, check_text
+from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text
 from memlab.llm import LLM, as_llm
 from memlab.recall.associate import association_counts
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
@@ -29,7 +29,7 @@ from memlab.recall.fuzzy import fuzz_recall
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
-from memlab.safety import guard_user_message, screen_write
+from memlab.safety import guard_user_message
 from memlab.store import Store
 from memlab.store.cache import FreshVectors
 from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT

@@ -439,7 +439,8 @@ class FactsConfig(_Section):
         "facts.default_subject, plus the attribute). A new active memory with the key of an "
         "active one of the same owner supersedes it (recall then sees the newest revision only). "
         "memlab's choice: explicit; derivation is opt-in because a superseded statement is "
-        "hidden from recall.", stage="ingest", spec="reverie §6.1")
+        "hidden from recall. Benchmark replay in raw mode reads it as none (bench.write_mode).",
+        stage="ingest", spec="reverie §6.1")
     patterns: tuple[str, ...] = _f(
         FACT_PATTERNS, "Fact patterns of the subject_attribute rule, zh and en, tried in order "
         "(first match): 'ATTRIBUTE|REGEX' (case-insensitive); ATTRIBUTE may use named groups "
@@ -1149,7 +1150,8 @@ class BenchConfig(_Section):
         "threshold, or all in one layer.", stage="ingest")
     write_mode: Literal["raw", "writer"] = _f(
         "raw", "How replay writes items. raw: add_many with the importance and layer policies "
-        "above (every item stored). writer: the write pipeline decides, as store_interaction "
+        "above (every item stored; fact keys kept but never superseding: facts.rule is read as "
+        "none). writer: the write pipeline decides, as store_interaction "
         "does (§5: importance from the item's text and meta emotion with association through "
         "recall, the autonomy gate, layer routing with the seeded short-term draw); only items "
         "whose meta layer is permanent (a character card's) are written as given. Items it "

@@ -218,6 +218,9 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
     counts: Counter[str] = Counter()
     template, k = cfg.bench.render_template, ranked_per_question(cfg)
     writer = cfg.bench.write_mode == "writer"
+    # raw mode writes the items as given: their fact keys are stored, never superseding one
+    # another (facts over time is the write side's: writer mode applies facts.rule)
+    store_cfg = cfg if writer else cfg.replace(**{"facts.rule": "none"})
     t0 = time.perf_counter()
     conv_items = {c: ds.items_of(c) for c in ds.conversations()}
     conv_questions = {c: sorted(ds.questions_of(c), key=lambda q: q.asked_at)
@@ -255,7 +258,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
         items, questions = conv_items[conv], conv_questions[conv]
         n_items = len(items)
         clock = ReplayClock(items[0].timestamp.timestamp() if items else 0.0)
-        store = open_store(":memory:", config=cfg, embedder=embedder, clock=clock,
+        store = open_store(":memory:", config=store_cfg, embedder=embedder, clock=clock,
                            load_embedder=False)
         written = 0
         try:

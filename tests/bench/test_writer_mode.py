@@ -100,3 +100,26 @@ def test_with_modes_names_presets():
     assert [n for n, _ in with_modes(presets, ["writer"])] == ["reverie", "cosine"]
     with pytest.raises(ConfigError, match="write_mode"):
         with_modes(presets, ["fast"])
+
+
+
+def test_raw_mode_never_supersedes_writer_mode_applies_facts_rule():
+    """Raw replay writes items as given: two items with one fact key stay recallable (lifelog's
+    'historical' questions need the old revision); writer mode applies facts.rule (explicit by
+    default: the newer statement supersedes the older, recall sees the newest only)."""
+    card = Card(name="facts", version="1", language="zh", license="CC0-1.0", source="tests",
+                granularity="turn", description="facts over time")
+    items = [Item("c1", "i1", "s1", "小林", "我住在北京，北京的冬天很冷很冷", _day(1),
+                  {"fact_key": "city", "emotion": 0.9}),
+             Item("c1", "i2", "s1", "小林", "我住在上海，上海的夏天很热很热", _day(2),
+                  {"fact_key": "city", "emotion": 0.9})]
+    ds = Dataset(card, items, [Question("c1", "q1", "我住在哪里", _day(5), "fact", ("i2",))])
+
+    def recalled(mode):
+        cfg = CFG.replace(**{"bench.write_mode": mode})
+        rep = replay(ds, cfg=cfg, embedder=make_embedder(cfg), cache=_NoCache(), progress=False)
+        return sorted({rep.row_item[r] for r in rep.features.table["row"]})
+
+    assert CFG.facts.rule == "explicit"
+    assert recalled("raw") == ["i1", "i2"]
+    assert recalled("writer") == ["i2"]
