@@ -16,7 +16,10 @@ Killed workers. A record torn by a kill mid-append is dropped when the journal i
 (:func:`repair_journal`, under the journal's lock). A journal has no heartbeat: a trial whose process was killed stays RUNNING.
 Each trial records ``memlab.worker`` = ``host:pid``; :func:`fail_orphans` marks FAIL the RUNNING
 trials of this host whose process no longer exists (run before a sweep starts), so that the
-trial table does not show them running forever.
+trial table does not show them running forever. A kill between Optuna creating a trial and the
+worker recording itself on it (two journal writes) leaves a RUNNING trial without a worker: each
+worker process also registers itself on the study (``memlab.workers.host:pid``) before its first
+trial, and such a trial is failed when every registered worker is of this host and gone.
 
 Default first. A new study's first trial is the preset's own configuration when the space holds
 it (not with the grid sampler, which visits its grid): the best is never worse than the preset.
@@ -50,6 +53,7 @@ log = logging.getLogger(__name__)
 
 SAMPLERS = ("auto", "grid", "random", "tpe", "cmaes", "nsga2")
 WORKER_ATTR = "memlab.worker"
+WORKERS_PREFIX = "memlab.workers."
 CONFIG_ATTR = "memlab.config"
 ERROR_ATTR = "memlab.error"
 SETTINGS_ATTR = "memlab.settings"
@@ -220,15 +224,29 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def register_worker(study) -> None:
+    """Record this process on the study (before its first trial; see :func:`fail_orphans`)."""
+    study.set_user_attr(WORKERS_PREFIX + worker_id(), True)
+
+
+def _gone_here(who: str, host: str) -> bool:
+    h, _, pid = who.rpartition(":")
+    return h == host and pid.isdigit() and not _alive(int(pid))
+
+
 def fail_orphans(study) -> list[int]:
-    """Mark FAIL the RUNNING trials of this host whose worker process is gone; their numbers."""
+    """Mark FAIL the RUNNING trials of this host whose worker process is gone, and those
+    without a worker when every worker registered on the study is of this host and gone (a
+    kill between the trial's creation and its worker attribute); their numbers."""
     optuna = _optuna()
     host = socket.gethostname()
+    me = worker_id()
+    workers = [k[len(WORKERS_PREFIX):] for k in study.user_attrs if k.startswith(WORKERS_PREFIX)]
+    all_gone = all(_gone_here(w, host) for w in workers if w != me)
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         who = str(t.user_attrs.get(WORKER_ATTR, ""))
-        h, _, pid = who.rpartition(":")
-        if h == host and pid.isdigit() and not _alive(int(pid)):
+        if _gone_here(who, host) or (not who and all_gone):
             study.tell(t.number, state=optuna.trial.TrialState.FAIL)
             out.append(t.number)
     if out:
@@ -302,6 +320,7 @@ def run_trials(loop: TrialLoop, budget: Budget,
         out = [values[c] for c in columns]
         return out[0] if len(out) == 1 else out
 
+    register_worker(loop.study)
     while budget.claim():
         refused.clear()
         loop.study.optimize(objective, n_trials=1, catch=(ConfigError,), gc_after_trial=False)

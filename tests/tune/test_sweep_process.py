@@ -162,3 +162,27 @@ def test_only_the_command_that_created_a_study_enqueues_the_default(tmp_path):
     assert enqueue_default(b, space, base, created=b.memlab_created) is False
     assert enqueue_default(a, space, base, created=a.memlab_created) is True
     assert len(load(journal, "d").trials) == 1
+
+
+def test_a_trial_killed_before_its_worker_attribute_is_failed_when_its_workers_are_gone(tmp_path):
+    """A SIGKILL between Optuna creating a trial and the worker recording itself on it leaves a
+    RUNNING trial without a worker: failed when every worker registered on the study is of this
+    host and gone; left alone while one is alive (it may be about to record itself)."""
+    import socket
+
+    from memlab.tune.objective import Objective
+    from memlab.tune.study import WORKERS_PREFIX, fail_orphans, open_study
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    study = open_study(open_storage(tmp_path / "w.journal"), "w", Objective.parse("mrr"), {})
+    study.set_user_attr(WORKERS_PREFIX + f"{host}:{dead.pid}", True)
+    study.ask()                                           # created; its worker never recorded
+    study.set_user_attr(WORKERS_PREFIX + f"{host}:{os.getppid()}", True)   # alive
+    assert fail_orphans(study) == []
+    other = open_study(open_storage(tmp_path / "w2.journal"), "w", Objective.parse("mrr"), {})
+    other.set_user_attr(WORKERS_PREFIX + f"{host}:{dead.pid}", True)
+    other.ask()
+    assert fail_orphans(other) == [0]
+    assert [t.state.name for t in other.trials] == ["FAIL"]
