@@ -214,3 +214,27 @@ def test_the_template_is_configurable_and_validated():
 def test_a_session_needs_a_memory_store():
     with pytest.raises(InvalidInput, match="store"):
         ChatSession(object(), llm=lambda p: "")
+
+
+def test_the_last_safe_memories_leave_out_what_fuzzy_recall_altered():
+    # §10: the snapshot keeps only memories not misremembered this turn. With p = 1 the Stardew
+    # memory shows the other game; the birthday (importance 0.95 >= 0.9) is protected.
+    cfg = CFG.replace(**{"fuzzy.enabled": True, "fuzzy.probability": 1.0})
+    llm = RecordedLLM(["ok", "ok"])
+    with _store(cfg) as st:
+        st.add_many([{"id": "m_stardew", "text": "用户最喜欢玩星露谷物语", "importance": 0.7},
+                     {"id": "m_terraria", "text": "用户上周买了泰拉瑞亚", "importance": 0.5},
+                     {"id": "m_birthday", "text": "用户的生日是三月三号", "importance": 0.95}])
+        chat = ChatSession(st, llm=llm)
+        t1 = chat.send("用户喜欢玩什么游戏，生日是哪天")
+        swapped = {s.memory_id for s in t1.recall.swaps}
+        assert "m_stardew" in swapped and "m_birthday" not in swapped
+        assert "m_birthday" in t1.recall.ids
+        safe = [m.text for m in t1.recall if m.id not in swapped]
+        assert chat.last_safe_memories == safe and "用户的生日是三月三号" in safe
+        assert "用户最喜欢玩泰拉瑞亚" in t1.prompt           # this turn showed the fuzzed text
+        st.recall = _FailingRecall()
+        t2 = chat.send("再说一次")
+        assert t2.source == "fallback" and t2.memories == safe
+        assert "泰拉瑞亚" not in llm.prompts[1].replace("用户上周买了泰拉瑞亚", "") \
+            and "用户的生日是三月三号" in llm.prompts[1]
