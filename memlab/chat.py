@@ -100,7 +100,8 @@ class ChatSession:
     """A conversation over a :class:`MemoryStore` with an injected LLM (see the module docstring).
 
     ``agent_id`` / ``user_id``: the owner of the memories (None: the store's defaults).
-    ``emotion``: passed to store_interaction for every turn unless :meth:`send` gives one."""
+    ``turns``: every turn so far; ``stats``: turns, guard skips, recall fallbacks, refused
+    writes."""
 
     def __init__(self, store: MemoryStore, *, llm: LLM | Callable[[str], str],
                  agent_id: str | None = None, user_id: str | None = None) -> None:
@@ -124,7 +125,9 @@ class ChatSession:
     def send(self, user_message: str, *, emotion: Any = None, confirmed=(), rejected=(),
              clock: Clock | None = None) -> Turn:
         """Run one turn for ``user_message`` and return it (see the module docstring).
-        ``confirmed`` / ``rejected``: memory ids the user confirmed or rejected this turn."""
+        ``emotion``: passed to store_interaction (an intensity in [0, 1] or an emotion vector).
+        ``confirmed`` / ``rejected``: memory ids the user confirmed or rejected this turn.
+        ``clock``: the time of the turn (default: the store's clock)."""
         st, cfg = self.store, self.store.config.chat
         owner = {"agent_id": self.agent_id, "user_id": self.user_id}
         timings: dict[str, float] = {}

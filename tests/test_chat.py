@@ -238,3 +238,15 @@ def test_the_last_safe_memories_leave_out_what_fuzzy_recall_altered():
         assert t2.source == "fallback" and t2.memories == safe
         assert "泰拉瑞亚" not in llm.prompts[1].replace("用户上周买了泰拉瑞亚", "") \
             and "用户的生日是三月三号" in llm.prompts[1]
+
+
+def test_the_user_confirms_and_rejects_memories_in_a_turn():
+    # §11.3: a user's confirm or reject is the strong signal, weight 2.0, beside the automatic one
+    with _store() as st:
+        a = st.add("用户对咖啡因过敏")
+        b = st.add("用户住在上海")
+        chat = ChatSession(st, llm=RecordedLLM(["好的，记住了。"]))
+        turn = chat.send("对，我对咖啡因过敏；但我不住在上海", confirmed=[a.id], rejected=[b.id])
+        got = {(s.memory_id, s.kind, s.weight) for s in turn.feedback.signals}
+        assert {(a.id, "confirmed", 2.0), (b.id, "rejected", 2.0)} <= got
+        assert ("confirmed", 2.0) in _usage(st, a.id) and ("rejected", 2.0) in _usage(st, b.id)
