@@ -26,7 +26,15 @@ def sweep(**kwargs):
     return _sweep(**kwargs)
 
 
-__all__ = ["open_store", "sweep", "MemlabConfig", "load_config", "FixedClock", "ReplayClock",
+def __getattr__(name: str):
+    if name == "ChatSession":   # imported on first use: it pulls in the store and recall
+        from memlab.chat import ChatSession
+
+        return ChatSession
+    raise AttributeError(f"module 'memlab' has no attribute {name!r}")
+
+
+__all__ = ["open_store", "sweep", "ChatSession", "MemlabConfig", "load_config", "FixedClock", "ReplayClock",
            "SystemClock",
            "MemlabError", "ConfigError", "InvalidInput", "InvalidCell", "StoreError",
            "CorruptStore", "EmbeddingUnavailable", "DatasetError", "__version__"]

@@ -626,6 +626,37 @@ class LLMConfig(_Section):
     max_tokens: int = _f(256, "Most tokens of a reply.", ge=1, le=1_000_000, stage="runtime")
 
 
+class ChatConfig(_Section):
+    """One chat turn (:class:`memlab.chat.ChatSession`, Reverie §10): the prompt the LLM gets."""
+
+    system_prompt: str = _f(
+        "You are a companion with a long-term memory of this user.",
+        "The system prompt at the head of every chat prompt. The spec does not give its text: "
+        "memlab's choice, one neutral line.", stage="runtime", spec="reverie §10")
+    prompt_template: str = _f(
+        "{system_prompt}\n\n{memories}\n\nUser: {user_message}\nAssistant:",
+        "The prompt of a turn with recalled memories (fields {system_prompt}, {memories}: the "
+        "§10 block, {user_message}; literal braces doubled). §10's order: the system prompt, the "
+        "memory block appended to it, then the user's message; the User:/Assistant: framing is "
+        "memlab's choice for a completion-style LLM.", stage="runtime", spec="reverie §10")
+    prompt_template_no_memories: str = _f(
+        "{system_prompt}\n\nUser: {user_message}\nAssistant:",
+        "The prompt of a turn without memories (nothing recalled, the injection guard, no safe "
+        "memories to fall back on): §10 adds no block then. Fields {system_prompt}, "
+        "{user_message}. memlab's choice, the same framing as prompt_template.",
+        stage="runtime", spec="reverie §10")
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _prompt_fields(cls, v: str) -> str:
+        return _template_fields(v, ("system_prompt", "memories", "user_message"))
+
+    @field_validator("prompt_template_no_memories")
+    @classmethod
+    def _plain_fields(cls, v: str) -> str:
+        return _template_fields(v, ("system_prompt", "user_message"))
+
+
 class ConsolidationConfig(_Section):
     similarity_threshold: float = _f(0.92, "Cosine at which entries of one cell cluster. The spec "
                                      "says 'high similarity': memlab's choice.", ge=-1.0, le=1.0,
@@ -1210,6 +1241,7 @@ class MemlabConfig(_Section):
     writer: WriterConfig = WriterConfig()
     gate: GateConfig = GateConfig()
     llm: LLMConfig = LLMConfig()
+    chat: ChatConfig = ChatConfig()
     consolidation: ConsolidationConfig = ConsolidationConfig()
     jobs: JobsConfig = JobsConfig()
     compression: CompressionConfig = CompressionConfig()

@@ -20,6 +20,7 @@ RANK = {
     "forgetting": 4, "write": 4, "jobs": 4,
     "recall": 5,
     "api": 6,            # the facade over store, write and recall
+    "chat": 6.5,         # one chat turn over the api (ChatSession)
     "bench": 7,          # replays datasets through the api
     "tune": 7.5,         # sweeps, fits and folds over bench's cached replays
     "cli": 8, "__init__": 8,
