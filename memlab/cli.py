@@ -41,7 +41,8 @@ def config_show(
     fmt: str = typer.Option("table", "--format", help="table | yaml | json | flat"),
     section: Optional[str] = typer.Option(None, help="Only this section."),
 ) -> None:
-    """Every field: value, default, range, stage and description."""
+    """Every field: value, default, range, stage and description; a field no code reads yet
+    says which issue plans it (column planned)."""
     try:
         cfg = _config(config, None)
     except MemlabError as exc:
@@ -49,12 +50,13 @@ def config_show(
     if fmt == "yaml":
         typer.echo(cfg.to_yaml())
         return
-    flat = cfg.to_flat()
     if fmt == "flat":
-        for k, v in flat.items():
+        for k, v in cfg.to_flat().items():
             typer.echo(f"{k}={json.dumps(v, ensure_ascii=False)}")
         return
-    rows = [dict(r, value=flat[r["key"]]) for r in describe()
+    nested = cfg.to_dict()
+    rows = [dict(r, value=nested[r["key"].split(".")[0]][r["key"].split(".")[1]])
+            for r in describe(include_planned=True)
             if section is None or r["key"].startswith(section + ".")]
     if fmt == "json":
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=1))
@@ -63,11 +65,13 @@ def config_show(
         text = json.dumps(v, ensure_ascii=False)
         return text if len(text) <= 24 else text[:21] + "..."
 
-    typer.echo(f"{'key':<40} {'value':<24} {'default':<24} {'range':<18} {'stage':<10} description")
+    typer.echo(f"{'key':<40} {'value':<24} {'default':<24} {'range':<18} {'stage':<10} "
+               f"{'planned':<9} description")
     for r in rows:
         mark = "" if r["value"] == r["default"] else "*"
         typer.echo(f"{r['key']:<40} {short(r['value']) + mark:<24} {short(r['default']):<24} "
-                   f"{r['range']:<18} {r['stage']:<10} {r['description']}")
+                   f"{r['range']:<18} {r['stage']:<10} {r['planned'] or '-':<9} "
+                   f"{r['description']}")
 
 
 @config_app.command("validate")
@@ -77,10 +81,14 @@ def config_validate(path: Path) -> None:
         cfg = MemlabConfig.from_yaml(path)
     except MemlabError as exc:
         _fail(exc)
-    changed = {k: v for k, v in cfg.to_flat().items() if v != MemlabConfig().to_flat()[k]}
+    got, default = cfg.to_dict(), MemlabConfig().to_dict()
+    changed = {f"{s}.{k}": v for s, sec in got.items() for k, v in sec.items()
+               if v != default[s][k]}
+    planned = {r["key"]: r["planned"] for r in describe(include_planned=True) if r["planned"]}
     typer.echo(f"ok: {path} ({len(changed)} field(s) differ from the defaults)")
     for k, v in changed.items():
-        typer.echo(f"  {k} = {json.dumps(v, ensure_ascii=False)}")
+        note = f"  (planned, {planned[k]}: no behaviour yet)" if k in planned else ""
+        typer.echo(f"  {k} = {json.dumps(v, ensure_ascii=False)}{note}")
 
 
 @app.command("add")

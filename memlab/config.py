@@ -5,7 +5,8 @@ specs (``../shared/spec/reverie.md``, ``familiars.md``), a range and a one-line 
 names a parameter without its value, the description says ``memlab's choice`` and why.
 
 Round trips: YAML file <-> object <-> flat dotted dict ``{"fusion.relevance": 0.62, ...}`` (the MLflow
-params and the Optuna search-space keys) <-> object, losslessly.
+params and the Optuna search-space keys) <-> object, losslessly
+(planned fields, which nothing reads yet, stay out of the flat dict).
 
 Each field also has a ``stage``: what must be recomputed when it changes.
 
@@ -13,10 +14,17 @@ Each field also has a ``stage``: what must be recomputed when it changes.
 - ``candidates``: candidate generation (pool sizes, routes): features must be recomputed;
 - ``ingest``: how items are written or embedded: the store must be rebuilt;
 - ``runtime``: lifecycle, writer, VRAM gate: not used by recall.
+
+A field no code reads yet is marked ``planned`` (``_f(..., planned="issue 10")``, naming the issue
+that will give it behaviour): YAML files and ``replace`` still accept it (presets keep loading), but
+it is left out of :meth:`MemlabConfig.to_flat` (so of the MLflow params, the digest, the features
+key and the tuning spaces) and of :func:`describe` unless asked for; ``memlab config show`` lists
+it with its issue in a ``planned`` column.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -36,16 +44,19 @@ STAGES = ("score", "candidates", "ingest", "runtime")
 
 
 def _f(default: Any, description: str, *, stage: str = "score", spec: str | None = None,
-       **bounds: Any) -> Any:
+       planned: str | None = None, **bounds: Any) -> Any:
     """A config field: default, description, validation bounds (ge/le/gt/lt) and metadata.
 
     Number and bool fields are strict (pydantic ``strict``; ``strict=True`` for one whose default
     is None): an int field refuses a bool, a float and a string ("3"); a float field accepts an
     int but refuses a bool; a bool field refuses 0/1. A tuple field takes a list (YAML); bench.ks
-    checks its items the same way."""
+    checks its items the same way. ``planned`` names the issue that will give a field no code
+    reads yet its behaviour (see the module docstring)."""
     extra = {"stage": stage}
     if spec:
         extra["spec"] = spec
+    if planned:
+        extra["planned"] = planned
     strict = bounds.pop("strict", isinstance(default, (bool, int, float)) or None)
     return Field(default, description=description, json_schema_extra=extra, strict=strict,
                  **bounds)
@@ -309,10 +320,16 @@ class LayersConfig(_Section):
         "(add/add_many store every item they are given). The spec says 'by probability' "
         "without a value: memlab's choice 1 (keep all).", ge=0.0, le=1.0,
         stage="ingest", spec="reverie §5")
-    long_term_default_importance: float = _f(0.7, "Default importance of store_long_term.",
-                                             ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
-    short_term_default_importance: float = _f(0.3, "Default importance of store_short_term.",
-                                              ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
+    long_term_default_importance: float = _f(0.7, "Default importance of store_long_term. "
+                                             "Planned: no store_long_term call exists yet "
+                                             "(add/add_many score importance by §5).",
+                                             ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1",
+                                             planned="issue 9")
+    short_term_default_importance: float = _f(0.3, "Default importance of store_short_term. "
+                                              "Planned: no store_short_term call exists "
+                                              "yet (add/add_many score importance by §5).",
+                                              ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1",
+                                              planned="issue 9")
     permanent_importance: float = _f(1.0, "Importance of permanent (character card) memories.",
                                      ge=0.0, le=1.0, stage="ingest", spec="reverie §4.2")
     episodic_prefixes: tuple[str, ...] = _f(
@@ -544,30 +561,31 @@ class DialogTreeConfig(_Section):
     gamma: float = _f(0.15, "Weight of exp(-tree_distance / tree_tau) at query.", ge=0.0, le=10.0,
                       spec="familiars §5.4")
     delta: float = _f(0.35, "Weight of being the immediate predecessor at attach.", ge=0.0,
-                      le=10.0, spec="familiars §5.4")
+                      le=10.0, spec="familiars §5.4", planned="issue 10")
     tau_attach: float = _f(0.35, "Below this attach score a node starts a new root.", ge=-10.0,
-                           le=10.0, spec="familiars §5.4")
+                           le=10.0, spec="familiars §5.4", planned="issue 10")
     recency_tau: float = _f(600.0, "Recency decay time constant (seconds).", gt=0.0, le=1e9,
                             spec="familiars §5.4")
     tree_tau: float = _f(3.0, "Tree-distance decay scale (hops).", gt=0.0, le=1e6,
                          spec="familiars §5.4")
     title_max_chars: int = _f(40, "Node titles are cut to this many characters plus '…'.", ge=1,
-                              le=10_000, stage="runtime", spec="familiars §5.5")
+                              le=10_000, stage="runtime", spec="familiars §5.5", planned="issue 10")
 
 
 class WriterConfig(_Section):
     max_chars_total: int = _f(1500, "apply_writes greedy budget per turn (the first write always "
-                              "passes).", ge=1, le=10**8, stage="runtime", spec="familiars §5.7.3")
+                              "passes).", ge=1, le=10**8, stage="runtime", spec="familiars §5.7.3",
+                              planned="issue 10")
     default_salience: float = _f(0.5, "Salience of an entry that gives none.", ge=0.0, le=1.0,
-                                 stage="runtime", spec="familiars §5.3.2")
+                                 stage="runtime", spec="familiars §5.3.2", planned="issue 10")
     default_category: str = _f("knowledge", "Category of an entry that gives none.",
-                               stage="runtime", spec="familiars §5.3.2")
+                               stage="runtime", spec="familiars §5.3.2", planned="issue 10")
     default_agent_id: str = _f("agent_0", "Agent of a memory that names none.", stage="runtime",
                                spec="familiars §5.2.4")
     default_user_id: str = _f("user_0", "User of a memory that names none. memlab's choice.",
                               stage="runtime")
     schema_version: int = _f(2, "Familiars entry schema version.", ge=1, le=1000,
-                             stage="runtime", spec="familiars §5.3.1")
+                             stage="runtime", spec="familiars §5.3.1", planned="issue 10")
 
 
 class GateConfig(_Section):
@@ -660,9 +678,9 @@ class ChatConfig(_Section):
 class ConsolidationConfig(_Section):
     similarity_threshold: float = _f(0.92, "Cosine at which entries of one cell cluster. The spec "
                                      "says 'high similarity': memlab's choice.", ge=-1.0, le=1.0,
-                                     stage="runtime", spec="familiars §5.9")
+                                     stage="runtime", spec="familiars §5.9", planned="issue 10")
     min_cluster_size: int = _f(2, "Smallest cluster consolidated.", ge=2, le=10_000,
-                               stage="runtime", spec="familiars §5.9")
+                               stage="runtime", spec="familiars §5.9", planned="issue 10")
 
 
 def _zh_en(zh: str, en: str) -> tuple[str, str]:
@@ -801,27 +819,30 @@ def _compile(pattern: str) -> None:
 class TTLConfig(_Section):
     ephemeral_turns: int = _f(1, "TTL in turns of ephemeral entries that give none (cleared when "
                               "the turn ends).", ge=1, le=10**6, stage="runtime",
-                              spec="familiars §5.2.1")
+                              spec="familiars §5.2.1", planned="issue 10")
 
 
 class VRAMConfig(_Section):
     idle_evict_seconds: float = _f(300.0, "VRAM_GATE_IDLE_EVICT_SEC: idle residents are reclaimed "
                                    "after this. The spec names it without a value: memlab's "
                                    "choice.", gt=0.0, le=1e7, stage="runtime",
-                                   spec="familiars §5.10.3")
+                                   spec="familiars §5.10.3", planned="issue 11")
     reserve_mb: float = _f(512.0, "VRAM kept free for the framework.", ge=0.0, le=1e7,
-                           stage="runtime")
+                           stage="runtime", planned="issue 11")
     priority_critical: int = _f(1, "CRITICAL: TTS/whisper/embedder on an active user request "
                                 "(never evicted).", ge=1, le=4, stage="runtime",
-                                spec="familiars §5.10.1")
+                                spec="familiars §5.10.1", planned="issue 11")
     priority_important: int = _f(2, "IMPORTANT: the selected agent's decider, bge, reranker.",
-                                 ge=1, le=4, stage="runtime", spec="familiars §5.10.1")
+                                 ge=1, le=4, stage="runtime", spec="familiars §5.10.1",
+                                 planned="issue 11")
     priority_nice: int = _f(3, "NICE: memorizer writer, mini-model, OCR, emotion tagger (queue, "
-                            "checkpointed).", ge=1, le=4, stage="runtime", spec="familiars §5.10.1")
+                            "checkpointed).", ge=1, le=4, stage="runtime", spec="familiars §5.10.1",
+                            planned="issue 11")
     priority_background: int = _f(4, "BACKGROUND: indexing and training.", ge=1, le=4,
-                                  stage="runtime", spec="familiars §5.10.1")
+                                  stage="runtime", spec="familiars §5.10.1", planned="issue 11")
     embedder_mb: float = _f(700.0, "Estimated VRAM of the bge-m3 embedder (§5.4.3: ~700MB).",
-                            gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3")
+                            gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3",
+                            planned="issue 11")
 
 
 # ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.canonical's output ----
@@ -1324,8 +1345,11 @@ class MemlabConfig(_Section):
         return text
 
     def to_flat(self) -> dict[str, Any]:
-        """Flat dotted dict of every field: the MLflow params and Optuna keys."""
-        return {f"{s}.{k}": v for s, sec in self.to_dict().items() for k, v in sec.items()}
+        """Flat dotted dict of every field with behaviour (planned fields left out): the MLflow
+        params and Optuna keys."""
+        planned = planned_keys()
+        return {f"{s}.{k}": v for s, sec in self.to_dict().items() for k, v in sec.items()
+                if f"{s}.{k}" not in planned}
 
     def replace(self, **updates: Any) -> "MemlabConfig":
         """A copy with dotted keys replaced, validated like construction.
@@ -1465,13 +1489,23 @@ def describe_field(key: str) -> dict[str, Any]:
         "key": key, "type": tname, "default": default,
         "range": f"{lo}, {hi}" if bounds else ("|".join(map(str, choices)) if choices else ""),
         "stage": extra.get("stage", "score"), "spec": extra.get("spec", ""),
-        "description": f.description or "",
+        "planned": extra.get("planned", ""), "description": f.description or "",
     }
 
 
-def describe() -> list[dict[str, Any]]:
-    """Every field of the tree: key, type, default, range, stage, spec, description."""
-    return [describe_field(f"{s}.{n}") for s, cls in _sections().items() for n in cls.model_fields]
+def describe(*, include_planned: bool = False) -> list[dict[str, Any]]:
+    """Every field of the tree with behaviour (and the planned ones too with
+    ``include_planned``): key, type, default, range, stage, spec, planned, description."""
+    rows = [describe_field(f"{s}.{n}") for s, cls in _sections().items() for n in cls.model_fields]
+    return rows if include_planned else [r for r in rows if not r["planned"]]
+
+
+@functools.lru_cache(maxsize=1)
+def planned_keys() -> frozenset[str]:
+    """The dotted keys marked planned: accepted, but no code reads them yet."""
+    return frozenset(f"{s}.{n}" for s, cls in _sections().items()
+                     for n, f in cls.model_fields.items()
+                     if (f.json_schema_extra or {}).get("planned"))
 
 
 def parse_assignments(pairs: list[str] | None, *, what: str = "--set") -> dict[str, str]:

@@ -212,6 +212,9 @@ def _check_value(key: str, value: Any, what: str) -> None:
 
 def _param(key: str, spec: Any) -> Param:
     info = describe_field(key)
+    if info["planned"]:
+        raise ConfigError(key, f"planned ({info['planned']}): no code reads it yet, a sweep over "
+                          "it measures nothing", info["planned"])
     if info["stage"] == "runtime":
         raise ConfigError(key, "stage 'runtime': recall never reads it, a sweep over it "
                           "measures nothing", info["stage"])
