@@ -27,7 +27,7 @@ import memlab
 from memlab.cli import app
 from memlab.clock import FixedClock
 from memlab.config import MemlabConfig, describe
-from memlab.errors import ConfigError, MemlabError
+from memlab.errors import ConfigError, MemlabError, UnsafeWrite
 from memlab.store import connect
 from memlab.recall.result import RecallResult
 from memlab.types import MemoryRecord
@@ -96,13 +96,23 @@ def _seeded(path: Path) -> memlab.MemoryStore:
     return store
 
 
+def audit_rows(path: Path) -> list:
+    conn = connect(path, busy_timeout_ms=10_000)
+    try:
+        return conn.execute("SELECT * FROM memory_audit ORDER BY 1").fetchall()
+    finally:
+        conn.close()
+
+
 def snapshot(path: Path) -> tuple[Any, ...]:
-    """Everything a refused call must leave as it was, read through a second connection."""
+    """Everything a refused call must leave as it was, read through a second connection (all
+    but ``memory_audit``: a write refused as a hijack leaves its audit row, §12; see
+    :func:`audit_rows`)."""
     conn = connect(path, busy_timeout_ms=10_000)
     try:
         tables = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "AND name NOT LIKE 'memory_vec_%' ORDER BY name")]
+            "AND name NOT LIKE 'memory_vec_%' AND name != 'memory_audit' ORDER BY name")]
         rows = {t: conn.execute(f"SELECT * FROM \"{t}\" ORDER BY 1").fetchall() for t in tables}
         vec = {t: conn.execute(f"SELECT rowid FROM \"{t}\" ORDER BY rowid").fetchall()
                for (t,) in conn.execute("SELECT table_name FROM vector_tables")}
@@ -158,13 +168,14 @@ def test_recall_of_anything_answers_or_names_the_problem(seeded, query, k, agent
 def test_add_of_anything_stores_it_whole_or_changes_nothing(seeded, text, importance, agent, user,
                                                            layer, mid):
     store, path = seeded
-    before = snapshot(path)
+    before, audited = snapshot(path), audit_rows(path)
     n = len(store)
     rec, err = _memlab_error_or_result(store.add, text, importance=importance, agent_id=agent,
                                        user_id=user, layer=layer, id=mid, clock=FixedClock(NOW))
     if err is not None:
         assert snapshot(path) == before
         assert len(store) == n
+        assert len(audit_rows(path)) == len(audited) + isinstance(err, UnsafeWrite)
         return
     assert isinstance(rec, MemoryRecord) and len(store) == n + 1
     [back] = store.get([rec.id], agent_id=rec.agent_id, user_id=rec.user_id)
