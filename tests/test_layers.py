@@ -16,11 +16,17 @@ RANK = {
     "config": 1, "inputs": 1, "text": 1,
     "safety": 1.5,       # pure checks of what is written and recalled (config, errors, types only)
     "embed": 2, "llm": 2,
+    "vram": 2.5,         # the VRAM gate over the models memlab runs (embedders, LLM clients)
     "store": 3,
     "forgetting": 4, "write": 4, "jobs": 4,
+    "lifecycle": 4,      # Familiars TTL and consolidation over the store
+    "workspace": 4,      # Familiars' markdown workspace: export/import of the SQLite truth
+    "dialog": 4,         # Familiars' dialogue tree (recall fills tree_distance from it)
     "recall": 5,
+    "status": 5.5,       # counts and statistics of a store (memlab status, /api/memory_status)
     "api": 6,            # the facade over store, write and recall
     "chat": 6.5,         # one chat turn over the api (ChatSession)
+    "serve": 6.6,        # the HTTP API over the api (memlab serve)
     "bench": 7,          # replays datasets through the api
     "tune": 7.5,         # sweeps, fits and folds over bench's cached replays
     "cli": 8, "__init__": 8,
