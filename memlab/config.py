@@ -823,26 +823,41 @@ class TTLConfig(_Section):
 
 
 class VRAMConfig(_Section):
-    idle_evict_seconds: float = _f(300.0, "VRAM_GATE_IDLE_EVICT_SEC: idle residents are reclaimed "
-                                   "after this. The spec names it without a value: memlab's "
-                                   "choice.", gt=0.0, le=1e7, stage="runtime",
-                                   spec="familiars §5.10.3", planned="issue 11")
-    reserve_mb: float = _f(512.0, "VRAM kept free for the framework.", ge=0.0, le=1e7,
-                           stage="runtime", planned="issue 11")
+    idle_evict_seconds: float = _f(300.0, "VRAM_GATE_IDLE_EVICT_SEC: a resident idle this long "
+                                   "or longer is reclaimed by the gate's reaper (a model's own "
+                                   "idle_ttl_sec overrides it). The spec names it without a value: "
+                                   "memlab's choice (ollama's keep-alive default, 5 min).",
+                                   gt=0.0, le=1e7, stage="runtime", spec="familiars §5.10.3")
+    reserve_mb: float = _f(512.0, "VRAM kept free for the framework: the gate's capacity is the "
+                           "device's total minus this.", ge=0.0, le=1e7, stage="runtime")
     priority_critical: int = _f(1, "CRITICAL: TTS/whisper/embedder on an active user request "
-                                "(never evicted).", ge=1, le=4, stage="runtime",
-                                spec="familiars §5.10.1", planned="issue 11")
+                                "(never evicted by a less urgent request).", ge=1, le=4,
+                                stage="runtime", spec="familiars §5.10.1")
     priority_important: int = _f(2, "IMPORTANT: the selected agent's decider, bge, reranker.",
-                                 ge=1, le=4, stage="runtime", spec="familiars §5.10.1",
-                                 planned="issue 11")
+                                 ge=1, le=4, stage="runtime", spec="familiars §5.10.1")
     priority_nice: int = _f(3, "NICE: memorizer writer, mini-model, OCR, emotion tagger (queue, "
-                            "checkpointed).", ge=1, le=4, stage="runtime", spec="familiars §5.10.1",
-                            planned="issue 11")
+                            "checkpointed).", ge=1, le=4, stage="runtime", spec="familiars §5.10.1")
     priority_background: int = _f(4, "BACKGROUND: indexing and training.", ge=1, le=4,
-                                  stage="runtime", spec="familiars §5.10.1", planned="issue 11")
+                                  stage="runtime", spec="familiars §5.10.1")
     embedder_mb: float = _f(700.0, "Estimated VRAM of the bge-m3 embedder (§5.4.3: ~700MB).",
                             gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3",
                             planned="issue 11")
+    sync_wait_s: float = _f(30.0, "Longest a sync (user-blocking) acquire waits when only "
+                            "working sync models hold the memory it needs (it never waits for "
+                            "an idle or queue resident: it evicts those), then ModelBudgetExceeded "
+                            "names the holders; 0 fails at once. memlab's choice: about one "
+                            "spoken answer.", ge=0.0, le=1e7, stage="runtime")
+    queue_wait_s: float = _f(600.0, "Longest a queue (background) acquire waits for memory before "
+                             "it is denied (ModelBudgetExceeded). memlab's choice: a background "
+                             "job may wait out a conversation, not a day.", ge=0.0, le=1e7,
+                             stage="runtime")
+    reaper_interval_s: float = _f(30.0, "Seconds between two idle-reclaim passes of the gate's "
+                                  "reaper thread. memlab's choice: a tenth of idle_evict_seconds.",
+                                  gt=0.0, le=1e6, stage="runtime")
+    keepalive_s: float = _f(300.0, "Idle seconds after which the keep-alive baseline policy "
+                            "(ollama's keep_alive) unloads a model in `memlab vram simulate "
+                            "--compare-policy`. ollama's default: 5 min.", gt=0.0, le=1e7,
+                            stage="runtime")
 
 
 # ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.canonical's output ----
