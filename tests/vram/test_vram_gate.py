@@ -132,11 +132,17 @@ def test_queue_never_evicts_sync_and_evicts_idle_queue_of_lower_or_equal_priorit
     with gate.acquire("ocr"):           # evicts idx (4), then mem (3 = its own), never emb
         pass
     assert evictions(gate) == [("idx", "priority"), ("mem", "priority")]
-    gate.register("bg", priority=4, estimated_mb=2000, category="queue")
-    with pytest.raises(ModelBudgetExceeded):   # only a sync model holds the rest: it waits, denied
-        with gate.acquire("bg", timeout_s=0):
-            pass
-    assert evictions(gate)[2:] == []
+    gate.release("emb")
+    gate.register("sbg", priority=4, estimated_mb=1000)     # an idle sync model of priority 4
+    with gate.acquire("sbg"):
+        pass
+    gate.register("bg", priority=3, estimated_mb=1000, category="queue")
+    with pytest.raises(ModelBudgetExceeded) as err:  # only ocr (working) and sbg (sync) hold it
+        with gate.acquire("ocr"):
+            with gate.acquire("bg", timeout_s=0):
+                pass
+    assert evictions(gate)[2:] == [("emb", "release")]
+    assert [h[0] for h in err.value.holders] == ["ocr", "sbg"]
 
 
 def test_a_preempted_queue_job_resumes_where_it_stopped_exactly_once():
