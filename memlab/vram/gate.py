@@ -16,7 +16,9 @@ first: its ``on_checkpoint()`` state is handed to ``on_resume`` exactly once, on
 acquire), lowest priority then least recently active first; it never evicts a working sync
 resident. A queue acquire evicts only idle queue residents of its priority or lower and
 otherwise waits. Waits are bounded (``vram.sync_wait_s``, ``vram.queue_wait_s``, or
-``timeout_s``) and use one condition variable (no polling); a request that cannot be met raises
+``timeout_s``, measured on the real monotonic clock of the condition variable, while the trace
+and the idle reclaim read the gate's ``clock``) and use one condition variable (no polling); a
+request that cannot be met raises
 :class:`ModelBudgetExceeded` naming the MB it needs, the free MB and what holds the memory.
 
 Priority of a request: the smaller of the model's and the thread's boost

@@ -12,7 +12,9 @@ A workload (YAML) names the models and the timed events::
 
 ``priority`` is 1..4 or a level name (critical, important, nice, background: ``vram.priority_*``);
 a turn may run boosted (§5.10.4: its acquires run at ``boost``). A turn's steps must be sync
-models, a job's model a queue model; ``idle_ttl_s`` on a model overrides the idle limit.
+models, a job's model a queue model; ``idle_ttl_s`` on a model overrides the idle limit;
+``load_s`` (default 0) is the simulated time a load takes: a step that had to load its model
+holds it ``load_s`` longer, and the user's latency of a sync step is its wait plus that load.
 
 The loop is a discrete-event simulation on one thread: the gate's clock is the simulated clock,
 its device a :class:`SimulatedDevice`, and requests go through :class:`memlab.vram.gate.Request`
@@ -69,6 +71,8 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+
+import numpy as np
 
 from memlab.config import VRAMConfig
 from memlab.errors import DatasetError
@@ -132,6 +136,7 @@ class Model:
     priority: int
     category: str
     idle_ttl_s: float | None = None
+    load_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -188,7 +193,9 @@ class Workload:
             models.append(Model(str(name), seconds(m.get("mb"), f"models.{name}.mb"),
                                 level(m.get("priority"), f"models.{name}.priority"),
                                 m["category"], None if ttl is None else
-                                seconds(ttl, f"models.{name}.idle_ttl_s")))
+                                seconds(ttl, f"models.{name}.idle_ttl_s"),
+                                seconds(m.get("load_s", 0), f"models.{name}.load_s",
+                                        positive=False)))
         cat = {m.name: m.category for m in models}
         turns, jobs = [], []
         for i, ev in enumerate(data["events"]):
@@ -273,6 +280,9 @@ class _Sim:
         self.counts = dict(turns=len(wl.turns), turns_done=0, turns_denied=0, jobs=len(wl.jobs),
                            jobs_done=0, jobs_denied=0, resumed_jobs=0)
         self.last_done = 0.0
+        self.load_s = {m.name: m.load_s for m in wl.models}
+        self.sync_latency: list[float] = []
+        self.load_time = 0.0
         for m in wl.models:
             self.gate.register(m.name, priority=m.priority, estimated_mb=m.mb,
                                category=m.category, idle_ttl_sec=m.idle_ttl_s,
@@ -331,10 +341,15 @@ class _Sim:
             order = sorted(self.pending, key=lambda a: (a.request.entry.category != "sync",
                                                         a.request.priority, a.waiting_since))
             for a in order:
+                loaded = not a.request.entry.resident
                 if a.request.try_admit():
                     self.pending.remove(a)
                     model, s = a.steps[a.step]
-                    a.end = self.now + s
+                    load = self.load_s[model] if loaded else 0.0
+                    self.load_time += load
+                    if a.request.entry.category == "sync":
+                        self.sync_latency.append(self.now - a.waiting_since + load)
+                    a.end = self.now + load + s
                     self.running[model].append(a)
                     self._at(a.end, "done", a, a.token)
                     self._handle_preempted()
@@ -397,17 +412,23 @@ def simulate(wl: Workload, capacity_mb: float, cfg: VRAMConfig, *, policy: str =
              keepalive_s: float | None = None) -> SimResult:
     """Run ``wl`` on a simulated device of ``capacity_mb`` (the gate's capacity is that minus
     ``vram.reserve_mb``) under ``policy``; the summary adds to :meth:`Trace.summary` the turns
-    and jobs done and denied, the checkpointed jobs resumed and the simulated makespan."""
+    and jobs done and denied, the checkpointed jobs resumed, the simulated makespan, the p50/p95
+    latency of the sync steps (wait + the load they had to do) and the total load time."""
     sim = _Sim(wl, capacity_mb, cfg, policy_for(policy, cfg, keepalive_s))
     sim.run()
     summary = sim.gate.trace.summary(capacity_mb=sim.gate.capacity_mb)
     summary.update({k: float(v) for k, v in sim.counts.items()})
     summary["makespan_s"] = sim.last_done
+    lat = sim.sync_latency or [0.0]
+    summary["sync_latency_p50_s"] = float(np.percentile(lat, 50))
+    summary["sync_latency_p95_s"] = float(np.percentile(lat, 95))
+    summary["load_time_s"] = sim.load_time
     return SimResult(policy, sim.gate.trace, sim.gate.capacity_mb, summary)
 
 
 COMPARED = ("turns_done", "turns_denied", "jobs_done", "jobs_denied", "sync_wait_p50_s",
-            "sync_wait_p95_s", "sync_wait_max_s", "loads", "hits", "evictions", "checkpoints",
+            "sync_wait_p95_s", "sync_wait_max_s", "sync_latency_p50_s", "sync_latency_p95_s",
+            "load_time_s", "loads", "hits", "evictions", "checkpoints",
             "resumes", "waits", "denied", "time_over_capacity_s", "makespan_s")
 
 

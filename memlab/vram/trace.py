@@ -182,10 +182,12 @@ def plot_timeline(trace: Trace, capacity_mb: float, ax: Any = None):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    if ax is None:
-        fig = Figure(figsize=(10, 4.5))
+    own = ax is None
+    if own:
+        fig = Figure(figsize=(11, 4.5))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot(1, 1, 1)
+        fig.subplots_adjust(left=0.09, right=0.8)
     else:
         fig = ax.figure
     events = trace.events
@@ -234,6 +236,6 @@ def plot_timeline(trace: Trace, capacity_mb: float, ax: Any = None):
     handles2 = mem.get_legend_handles_labels()
     if handles[0] or handles2[0]:
         ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], loc="upper left",
-                  fontsize="small")
+                  bbox_to_anchor=(1.08, 1.0), fontsize="small")
     ax.set_title("VRAM gate timeline")
     return fig

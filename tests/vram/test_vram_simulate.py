@@ -109,3 +109,15 @@ def test_cli_simulate_compare_policy_writes_json_trace_and_plot(tmp_path):
     bad = runner.invoke(app, ["vram", "simulate", "--workload", str(tmp_path / "nope.yaml"),
                               "--capacity-mb", "1000"])
     assert bad.exit_code == 2 and "nope.yaml" in bad.output
+
+
+def test_load_time_counts_in_the_latency_of_a_sync_step_and_holds_the_model():
+    cfg = VRAMConfig(reserve_mb=0.0)
+    wl = Workload.from_dict({"models": {"asr": {"mb": 500, "priority": 1, "category": "sync",
+                                                "load_s": 2.0}},
+                             "events": [{"at": 0, "every": 10, "count": 2,
+                                         "turn": [{"model": "asr", "s": 1}]}]}, cfg)
+    s = simulate(wl, 1000, cfg).summary
+    # first turn loads (latency 2 s, done at 3), the second hits (latency 0, done at 11)
+    assert (s["loads"], s["hits"], s["load_time_s"], s["makespan_s"]) == (1, 1, 2.0, 11.0)
+    assert (s["sync_latency_p50_s"], s["sync_wait_max_s"]) == (1.0, 0.0)
