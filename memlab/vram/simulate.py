@@ -272,6 +272,8 @@ class _Sim:
         self.cfg = cfg
         self.device = SimulatedDevice(capacity_mb)
         self.gate = VRAMGate(self.device, cfg, clock=lambda: self.now, policy=policy)
+        self.actor = "sim"
+        self.gate.trace.thread_name = lambda: self.actor
         self.heap: list = []
         self.seq = itertools.count()
         self.pending: list[_Actor] = []
@@ -341,6 +343,7 @@ class _Sim:
             order = sorted(self.pending, key=lambda a: (a.request.entry.category != "sync",
                                                         a.request.priority, a.waiting_since))
             for a in order:
+                self.actor = a.name
                 loaded = not a.request.entry.resident
                 if a.request.try_admit():
                     self.pending.remove(a)
@@ -359,6 +362,7 @@ class _Sim:
     def _handle_preempted(self) -> None:
         while self.preempted:
             a = self.preempted.pop(0)
+            self.actor = a.name
             model = a.steps[0][0]
             self.running[model].remove(a)
             self.gate.leave(model)
@@ -368,6 +372,7 @@ class _Sim:
         while self.heap:
             t, _, kind, a, token = heapq.heappop(self.heap)
             self.now = t
+            self.actor = a.name if kind != "reap" else "reaper"
             if kind == "start":
                 self._ask(a)
             elif kind == "done" and token == a.token:
@@ -375,7 +380,8 @@ class _Sim:
                 self.running[model].remove(a)
                 self.gate.leave(model)
                 self.last_done = self.now
-                limit = self.gate.policy.idle_limit(self.gate._entry(model))
+                entry = next(r for r in self.gate.snapshot() if r.model_id == model)
+                limit = self.gate.policy.idle_limit(entry)
                 if limit is not None:
                     self._at(self.now + limit, "reap", a)
                 a.step += 1

@@ -55,12 +55,14 @@ FIELDS = tuple(f.name for f in dataclasses.fields(TraceEvent))
 
 class Trace:
     """Thread-safe, append-only list of :class:`TraceEvent`; ``listeners`` are called with each
-    event as it is recorded (under the gate's lock: keep them short)."""
+    event as it is recorded (under the gate's lock: keep them short). ``thread_name``, when set,
+    names the actor instead of the current thread (the simulator's turns and jobs)."""
 
     def __init__(self, events: Iterable[TraceEvent] = ()) -> None:
         self._events: list[TraceEvent] = list(events)
         self._lock = threading.Lock()
         self.listeners: list[Callable[[TraceEvent], None]] = []
+        self.thread_name: Callable[[], str] | None = None
 
     def record(self, event: str, *, t: float, model: str | None = None,
                priority: int | None = None, mb: float | None = None,
@@ -71,7 +73,9 @@ class Trace:
             raise ValueError(f"unknown trace event {event!r}; one of {EVENTS}")
         ev = TraceEvent(float(t), event, model, priority, None if mb is None else float(mb),
                         None if free_mb is None else float(free_mb),
-                        thread or threading.current_thread().name, reason, category, wait_s)
+                        thread or (self.thread_name() if self.thread_name is not None
+                                   else threading.current_thread().name),
+                        reason, category, wait_s)
         with self._lock:
             self._events.append(ev)
         for fn in list(self.listeners):

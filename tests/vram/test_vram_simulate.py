@@ -29,6 +29,10 @@ def test_scripted_workload_gives_the_documented_event_sequence():
     res = _scripted()
     assert res.trace.tuples("t", "event", "model", "reason") == SCRIPTED_EVENTS
     assert format_events(SCRIPTED_EVENTS) in simulate_module.__doc__
+    assert [(e.model, e.thread) for e in res.trace.events if e.event == "acquire"] == [
+        ("indexer", "job-0-indexer"), ("ocr", "job-1-ocr"), ("asr", "turn-0"), ("tts", "turn-0"),
+        ("ocr", "job-1-ocr")]
+    assert {e.thread for e in res.trace.events if e.event == "idle_reclaim"} == {"reaper"}
     s = res.summary
     assert (s["checkpoints"], s["resumes"], s["resumed_jobs"], s["jobs_done"],
             s["turns_done"]) == (1, 1, 1, 2, 1)
