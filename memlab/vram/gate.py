@@ -114,7 +114,8 @@ class Resident:
 
 class Request:
     """One acquire, stepwise (``acquire`` loops over it; the simulator drives it in simulated
-    time): :meth:`try_admit` without blocking, :meth:`deny` to give up. Use under no lock."""
+    time): :meth:`try_admit` without blocking, :meth:`deny` to give up; once admitted, the
+    holder ends with :meth:`VRAMGate.leave`."""
 
     def __init__(self, gate: "VRAMGate", entry: _Entry, priority: int) -> None:
         self.gate, self.entry, self.priority = gate, entry, priority
