@@ -843,6 +843,11 @@ class VRAMConfig(_Section):
     embedder_mb: float = _f(700.0, "Estimated VRAM of the bge-m3 embedder (§5.4.3: ~700MB).",
                             gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3",
                             planned="issue 11")
+    # -- memlab.vram devices and clients (issue 11 items 2-3) --
+    simulated_capacity_mb: float = _f(8192.0, "Capacity of the simulated device used when no GPU "
+                                      "answers (NVML). memlab's choice: 8 GiB, a common consumer "
+                                      "GPU, so a laptop run still shows evictions of the spec's "
+                                      "model mix.", gt=0.0, le=1e7, stage="runtime")
 
 
 # ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.canonical's output ----

@@ -1,0 +1,1 @@
+"""Familiars VRAM gate (§5.10): devices, model clients, the gate, traces and the simulator."""
