@@ -833,21 +833,41 @@ class VRAMConfig(_Section):
                                 "(never evicted).", ge=1, le=4, stage="runtime",
                                 spec="familiars §5.10.1", planned="issue 11")
     priority_important: int = _f(2, "IMPORTANT: the selected agent's decider, bge, reranker.",
-                                 ge=1, le=4, stage="runtime", spec="familiars §5.10.1",
-                                 planned="issue 11")
+                                 ge=1, le=4, stage="runtime", spec="familiars §5.10.1")
     priority_nice: int = _f(3, "NICE: memorizer writer, mini-model, OCR, emotion tagger (queue, "
-                            "checkpointed).", ge=1, le=4, stage="runtime", spec="familiars §5.10.1",
-                            planned="issue 11")
+                            "checkpointed).", ge=1, le=4, stage="runtime", spec="familiars §5.10.1")
     priority_background: int = _f(4, "BACKGROUND: indexing and training.", ge=1, le=4,
-                                  stage="runtime", spec="familiars §5.10.1", planned="issue 11")
+                                  stage="runtime", spec="familiars §5.10.1")
     embedder_mb: float = _f(700.0, "Estimated VRAM of the bge-m3 embedder (§5.4.3: ~700MB).",
-                            gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3",
-                            planned="issue 11")
+                            gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3")
     # -- memlab.vram devices and clients (issue 11 items 2-3) --
     simulated_capacity_mb: float = _f(8192.0, "Capacity of the simulated device used when no GPU "
                                       "answers (NVML). memlab's choice: 8 GiB, a common consumer "
                                       "GPU, so a laptop run still shows evictions of the spec's "
                                       "model mix.", gt=0.0, le=1e7, stage="runtime")
+    decider_mb: float = _f(1000.0, "Size estimate of a local decider model before it is loaded "
+                           "(an HTTP LLM client takes none: 0). memlab's choice: a ~0.5B-parameter "
+                           "model in fp16.", ge=0.0, le=1e7, stage="runtime",
+                           spec="familiars §5.10.1")
+    reranker_mb: float = _f(1100.0, "Size estimate of a reranker before it is loaded. memlab's "
+                            "choice: bge-reranker-base in fp32 (278M parameters, ~1.1 GB).",
+                            ge=0.0, le=1e7, stage="runtime", spec="familiars §5.10.1")
+    writer_mb: float = _f(1000.0, "Size estimate of a local memorizer-writer model before it is "
+                          "loaded (an HTTP LLM client takes none: 0). memlab's choice: a "
+                          "~0.5B-parameter model in fp16.", ge=0.0, le=1e7, stage="runtime",
+                          spec="familiars §5.10.1")
+    emotion_tagger_mb: float = _f(330.0, "Size estimate of the emotion tagger before it is loaded. "
+                                  "memlab's choice: a distilroberta-base classifier in fp32 (82M "
+                                  "parameters).", ge=0.0, le=1e7, stage="runtime",
+                                  spec="familiars §5.10.1")
+    ocr_mb: float = _f(500.0, "Size estimate of the OCR model (EasyOCR) before it is loaded. "
+                       "memlab's choice: its detector and recogniser weights (~100 MB) plus "
+                       "activations for a page.", ge=0.0, le=1e7, stage="runtime",
+                       spec="familiars §5.10.1")
+    indexing_mb: float = _f(700.0, "Size estimate of a background indexing job (re-embedding with "
+                            "the embedder at batch size). memlab's choice: the bge-m3 embedder's "
+                            "~700 MB (§5.4.3).", ge=0.0, le=1e7, stage="runtime",
+                            spec="familiars §5.10.1")
 
 
 # ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.canonical's output ----
