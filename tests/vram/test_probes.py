@@ -169,6 +169,14 @@ def test_torch_probe_reads_mem_get_info_in_mib():
     with pytest.raises(DeviceUnavailable, match="no device at index 1"):
         TorchCudaProbe(1, torch_module=SimpleNamespace(cuda=cuda))
 
+    def lost(index):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    cuda.mem_get_info = lost
+    with pytest.raises(DeviceUnavailable, match=r"torch\.cuda: mem_get_info\(0\) failed: CUDA "
+                       "error: an illegal memory access"):
+        probe.free_mb()
+
 
 # ---- sizes ----
 
