@@ -840,8 +840,7 @@ class VRAMConfig(_Section):
     priority_background: int = _f(4, "BACKGROUND: indexing and training.", ge=1, le=4,
                                   stage="runtime", spec="familiars §5.10.1")
     embedder_mb: float = _f(700.0, "Estimated VRAM of the bge-m3 embedder (§5.4.3: ~700MB).",
-                            gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3",
-                            planned="issue 11")
+                            gt=0.0, le=1e7, stage="runtime", spec="familiars §5.4.3")
     sync_wait_s: float = _f(30.0, "Longest a sync (user-blocking) acquire waits when only "
                             "working sync models hold the memory it needs (it never waits for "
                             "an idle or queue resident: it evicts those), then ModelBudgetExceeded "
@@ -858,6 +857,34 @@ class VRAMConfig(_Section):
                             "(ollama's keep_alive) unloads a model in `memlab vram simulate "
                             "--compare-policy`. ollama's default: 5 min.", gt=0.0, le=1e7,
                             stage="runtime")
+    # -- memlab.vram devices and clients (issue 11 items 2-3) --
+    simulated_capacity_mb: float = _f(8192.0, "Capacity of the simulated device used when no GPU "
+                                      "answers (NVML). memlab's choice: 8 GiB, a common consumer "
+                                      "GPU, so a laptop run still shows evictions of the spec's "
+                                      "model mix.", gt=0.0, le=1e7, stage="runtime")
+    decider_mb: float = _f(1000.0, "Size estimate of a local decider model before it is loaded "
+                           "(an HTTP LLM client takes none: 0). memlab's choice: a ~0.5B-parameter "
+                           "model in fp16.", ge=0.0, le=1e7, stage="runtime",
+                           spec="familiars §5.10.1")
+    reranker_mb: float = _f(1100.0, "Size estimate of a reranker before it is loaded. memlab's "
+                            "choice: bge-reranker-base in fp32 (278M parameters, ~1.1 GB).",
+                            ge=0.0, le=1e7, stage="runtime", spec="familiars §5.10.1")
+    writer_mb: float = _f(1000.0, "Size estimate of a local memorizer-writer model before it is "
+                          "loaded (an HTTP LLM client takes none: 0). memlab's choice: a "
+                          "~0.5B-parameter model in fp16.", ge=0.0, le=1e7, stage="runtime",
+                          spec="familiars §5.10.1")
+    emotion_tagger_mb: float = _f(330.0, "Size estimate of the emotion tagger before it is loaded. "
+                                  "memlab's choice: a distilroberta-base classifier in fp32 (82M "
+                                  "parameters).", ge=0.0, le=1e7, stage="runtime",
+                                  spec="familiars §5.10.1")
+    ocr_mb: float = _f(500.0, "Size estimate of the OCR model (EasyOCR) before it is loaded. "
+                       "memlab's choice: its detector and recogniser weights (~100 MB) plus "
+                       "activations for a page.", ge=0.0, le=1e7, stage="runtime",
+                       spec="familiars §5.10.1")
+    indexing_mb: float = _f(700.0, "Size estimate of a background indexing job (re-embedding with "
+                            "the embedder at batch size). memlab's choice: the bge-m3 embedder's "
+                            "~700 MB (§5.4.3).", ge=0.0, le=1e7, stage="runtime",
+                            spec="familiars §5.10.1")
 
 
 # ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.canonical's output ----

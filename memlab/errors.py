@@ -149,3 +149,15 @@ class JobError(MemlabError):
 class LeaseLost(JobError):
     """A worker's lease of a job is no longer its own (it expired and another worker took the job,
     or the job is finished): the worker's result is discarded, nothing it would write is written."""
+
+
+class DeviceUnavailable(VRAMError):
+    """A device probe cannot answer: no NVIDIA driver or library, no device at that index, a CPU
+    build of torch, or the probe's package is not installed. Names the probe (``nvml``,
+    ``torch.cuda``) and the reason (the NVML or torch error as it came).
+
+    ``probe``: the probe's name; ``reason``: what failed."""
+
+    def __init__(self, probe: str, reason: str) -> None:
+        self.probe, self.reason = probe, reason
+        super().__init__(f"{probe}: {reason}")

@@ -223,6 +223,8 @@ def test_config_show_lists_planned_fields_with_their_issue(cli, tmp_path):
     shown = json.loads(cli("config", "show", "--format", "json", "--section", "vram").stdout)
     assert {r["key"]: r["planned"] for r in shown} == {
         r["key"]: r["planned"] for r in ALL if r["key"].startswith("vram.")}
+    assert {r["key"] for r in shown if r["planned"] == "issue 11"} == {
+        k for k in PLANNED if k.startswith("vram.")}
     p = tmp_path / "w.yaml"
     p.write_text("writer:\n  default_salience: 0.25\n", encoding="utf-8")
     ok = cli("config", "validate", p)

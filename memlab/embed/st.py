@@ -8,14 +8,23 @@ tokenizer counts them, logged once and counted (``truncated``). Default: the mod
 ``max_seq_length`` (what sentence-transformers truncates to anyway: 256 for all-MiniLM-L6-v2), so
 the default ``version`` is unchanged; an explicit max_tokens (at most the model's positions) is
 part of the version (``-t<n>``).
+
+The model behind an embedder can come from elsewhere (``model_source``): a callable returning a
+context manager that yields the loaded model for the time of one encode, such as a VRAM-gate
+client's ``use()`` or ``lambda: gate.acquire(model_id)`` (:func:`memlab.vram.clients.gated_embedder`).
+The embedder then keeps no reference to the model between calls (Familiars §5.4.3: no model
+instance cached on self), so the gate can move it off the GPU and free it between encodes. The
+source places the model (``device`` is then not used).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -53,21 +62,21 @@ class SentenceTransformerEmbedder:
     def __init__(self, *, model_path: str, query_instruction: str | None = None,
                  bge_query_instruction: str = "为这个句子生成表示以用于检索相关文章：",
                  batch_size: int = 64, device: str | None = None,
-                 max_tokens: int | None = None) -> None:
+                 max_tokens: int | None = None,
+                 model_source: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
         folder = resolve_model_path(model_path)
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:
-            raise EmbeddingUnavailable(
-                f"sentence-transformers is not installed ({exc}): pip install torch==2.13.0 "
-                "then pip install 'memlab[st]'") from None
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            self._model = SentenceTransformer(str(folder), device=device, local_files_only=True)
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise EmbeddingUnavailable(f"cannot load {folder}: {exc}") from None
-        dim_of = getattr(self._model, "get_embedding_dimension", None) or \
-            self._model.get_sentence_embedding_dimension
+        if model_source is None:
+            model = load_sentence_transformer(folder, device)
+            model_source = partial(nullcontext, model)
+        self._source = model_source
+        with self._source() as model:
+            self._describe(model, model_path, folder, query_instruction, bge_query_instruction,
+                           batch_size, max_tokens)
+
+    def _describe(self, model, model_path: str, folder: Path, query_instruction: str | None,
+                  bge_query_instruction: str, batch_size: int, max_tokens: int | None) -> None:
+        dim_of = getattr(model, "get_embedding_dimension", None) or \
+            model.get_sentence_embedding_dimension
         self.dim = int(dim_of())
         self.instruction = query_instruction_for(model_path, query_instruction,
                                                  bge_query_instruction)
@@ -75,16 +84,16 @@ class SentenceTransformerEmbedder:
         name = folder.name if folder.name != "model" else folder.parent.name
         suffix = ""
         if max_tokens is None:
-            self.max_tokens = int(self._model.max_seq_length)
+            self.max_tokens = int(model.max_seq_length)
         else:
-            limit = _positions(self._model)
+            limit = _positions(model)
             if limit is not None and max_tokens > limit:
                 raise ConfigError("embedding.max_tokens", f"at most {limit} for {name} (the "
                                   "model's position embeddings)", max_tokens)
             self.max_tokens = int(max_tokens)
-            self._model.max_seq_length = self.max_tokens
+            model.max_seq_length = self.max_tokens
             suffix = f"-t{self.max_tokens}"
-        tok = self._model.tokenizer
+        tok = model.tokenizer
         self._budget = TokenBudget(f"sentence-transformers {name}", self.max_tokens, lambda t, _: len(
             tok(t, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]))
         self.version = f"st-{name}-d{self.dim}{suffix}"
@@ -98,8 +107,11 @@ class SentenceTransformerEmbedder:
         texts = self._budget.fit(texts, is_query)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                 show_progress_bar=False, normalize_embeddings=True)
+        with self._source() as model:
+            if model.max_seq_length != self.max_tokens:    # a model reloaded by its source
+                model.max_seq_length = self.max_tokens
+            out = model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                               show_progress_bar=False, normalize_embeddings=True)
         return normalise(out)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -109,6 +121,22 @@ class SentenceTransformerEmbedder:
         texts = check_texts(texts)
         ins = self.instruction
         return self._run([t if not ins or t.startswith(ins) else ins + t for t in texts], True)
+
+
+def load_sentence_transformer(folder: Path, device: str | None) -> Any:
+    """The sentence-transformers model in ``folder`` on ``device``, never downloaded
+    (``local_files_only``, HF_HUB_OFFLINE); EmbeddingUnavailable when it cannot load."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise EmbeddingUnavailable(
+            f"sentence-transformers is not installed ({exc}): pip install torch==2.13.0 "
+            "then pip install 'memlab[st]'") from None
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        return SentenceTransformer(str(folder), device=device, local_files_only=True)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise EmbeddingUnavailable(f"cannot load {folder}: {exc}") from None
 
 
 def _positions(model) -> int | None:

@@ -38,6 +38,7 @@ Every decision is a :mod:`memlab.vram.trace` event.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from contextlib import contextmanager
@@ -188,8 +189,8 @@ class VRAMGate:
                                f"{sorted(self.levels)}", priority)
         if category not in ("sync", "queue"):
             raise InvalidInput("category", "must be 'sync' or 'queue'", category)
-        if not estimated_mb > 0:
-            raise InvalidInput("estimated_mb", "must be > 0", estimated_mb)
+        if not (math.isfinite(estimated_mb) and estimated_mb >= 0):   # 0: a client that holds no VRAM (an HTTP LLM), traced all the same
+            raise InvalidInput("estimated_mb", "must be >= 0 (a finite number of MB)", estimated_mb)
         if idle_ttl_sec is not None and not idle_ttl_sec > 0:
             raise InvalidInput("idle_ttl_sec", "must be > 0 or None", idle_ttl_sec)
         with self._cond:

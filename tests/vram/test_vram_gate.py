@@ -219,7 +219,9 @@ def test_release_of_a_working_model_waits_for_its_last_user_and_release_all():
 def test_register_refuses_bad_entries_and_register_client():
     gate, clock = make()
     for kw, field in [({"priority": 5}, "priority"), ({"priority": True}, "priority"),
-                      ({"category": "batch"}, "category"), ({"estimated_mb": 0}, "estimated_mb"),
+                      ({"category": "batch"}, "category"), ({"estimated_mb": -1}, "estimated_mb"),
+                      ({"estimated_mb": float("nan")}, "estimated_mb"),
+                      ({"estimated_mb": float("inf")}, "estimated_mb"),
                       ({"idle_ttl_sec": 0.0}, "idle_ttl_sec")]:
         args = dict(priority=1, estimated_mb=100.0) | kw
         with pytest.raises(InvalidInput) as err:
@@ -308,3 +310,21 @@ def test_the_reaper_thread_calls_reap_idle():
     finally:
         gate.stop_reaper()
     assert evictions(gate) == [("a", "idle")]
+
+
+def test_a_client_that_holds_no_vram_registers_and_is_traced():
+    """An HTTP LLM (memlab.vram.clients.remote_llm_client) holds 0 MB: the gate admits it without
+    evicting anything, and its loads are in the trace like any model's."""
+    from memlab.vram.clients import remote_llm_client
+
+    gate, clock = make()
+    gate.register("big", priority=4, estimated_mb=gate.capacity_mb, category="queue")
+    with gate.acquire("big"):
+        pass
+    llm = object()
+    gate.register_client(remote_llm_client(llm, model_id="decider"))
+    with gate.acquire("decider") as handle:
+        assert handle is llm
+    assert {r.model_id for r in gate.snapshot() if r.resident} == {"big", "decider"}
+    assert evictions(gate) == []
+    assert "load" in [e.event for e in gate.trace.events if e.model == "decider"]
