@@ -461,7 +461,9 @@ def _mount() -> None:
     from memlab.bench.datasets.cli import datasets_app
     from memlab.jobs.cli import jobs_app
     from memlab.tune.cli import sweep_cmd
+    from memlab.workspace.cli import workspace_app
 
+    app.add_typer(workspace_app, name="workspace")
     app.add_typer(datasets_app, name="datasets")
     app.add_typer(jobs_app, name="jobs")
     app.command("bench")(bench)

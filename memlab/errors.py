@@ -149,3 +149,18 @@ class JobError(MemlabError):
 class LeaseLost(JobError):
     """A worker's lease of a job is no longer its own (it expired and another worker took the job,
     or the job is finished): the worker's result is discarded, nothing it would write is written."""
+
+
+class WorkspaceError(MemlabError, ValueError):
+    """A file of a Familiars markdown workspace (:mod:`memlab.workspace`) is malformed or cannot be
+    written: names the file, the 1-based line (when known), the header key and the rule. The file
+    contributes nothing to an import; the store is unchanged by it."""
+
+    def __init__(self, file: str, rule: str, *, line: int | None = None, key: str | None = None,
+                 value: Any = None) -> None:
+        self.file, self.line, self.key, self.rule, self.value = file, line, key, rule, value
+        where = str(file) + (f":{line}" if line is not None else "")
+        what = f" key {key!r}:" if key else ""
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+        got = f" (got {shown!r})" if value is not None else ""
+        super().__init__(f"{where}:{what} {rule}{got}")
