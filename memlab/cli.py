@@ -460,6 +460,7 @@ def _mount() -> None:
     from memlab.bench.cli import bench
     from memlab.bench.datasets.cli import datasets_app
     from memlab.jobs.cli import jobs_app
+    from memlab.lifecycle.cli import consolidate_cmd
     from memlab.tune.cli import sweep_cmd
     from memlab.workspace.cli import workspace_app
 
@@ -468,6 +469,7 @@ def _mount() -> None:
     app.add_typer(jobs_app, name="jobs")
     app.command("bench")(bench)
     app.command("sweep")(sweep_cmd)
+    app.command("consolidate")(consolidate_cmd)
 
 
 _mount()
