@@ -142,7 +142,8 @@ class VRAMError(MemlabError):
 
 class JobError(MemlabError):
     """A fold job cannot be queued or run: an unknown kind, a kind whose machinery memlab does not
-    have yet (``consolidate``), an owner given by half (a payload that breaks a kind's rules is
+    have yet (``JobKind.unavailable``) or cannot use here (``consolidate`` with the LLM synthesis
+    in a worker), an owner given by half (a payload that breaks a kind's rules is
     :class:`InvalidInput`, naming the payload key)."""
 
 
