@@ -293,3 +293,25 @@ def test_cli_dry_run_prints_and_writes_nothing_then_consolidates(tmp_path):
     assert sorted(r.id for r in recs if r.deprecated) == ["m_0", "m_1", "m_2", "m_3"]
     assert sorted(r.derived_from for r in recs if r.derived_from) == [("m_0", "m_1"),
                                                                     ("m_2", "m_3")]
+
+
+def test_the_facade_consolidates_the_default_tenant_with_its_embedder(tmp_path):
+    import memlab
+
+    cfg = _cfg(**{"embedding.backend": "hashing", "consolidation.similarity_threshold": 0.5})
+    with memlab.open_store(tmp_path / "s.sqlite", config=cfg) as st:
+        st.add_many([{"id": "m_1", "text": "我喜欢喝绿茶", "scope": "user",
+                      "category": "preference"},
+                     {"id": "m_2", "text": "我很喜欢喝绿茶。", "scope": "user",
+                      "category": "preference"},
+                     {"id": "m_3", "text": "我喜欢喝绿茶", "scope": "user",
+                      "category": "preference", "user_id": "bob"}])
+        plan, added = st.consolidate(dry_run=True)
+        assert [c.source_ids for c in plan.clusters] == [("m_1", "m_2")] and added == []
+        plan, [new] = st.consolidate()
+        assert new.derived_from == ("m_1", "m_2") and st.get([new.id]) == [new]
+        ws = tmp_path / "ws"
+        assert st.export_workspace(ws).records == 4
+    with memlab.open_store(tmp_path / "t.sqlite", config=cfg) as other:
+        assert other.import_workspace(ws).records == 4
+        assert other.get([new.id])[0].derived_from == ("m_1", "m_2")
