@@ -2,7 +2,7 @@
 
 ::
 
-    <!-- {"id":"m_a1b2c3d4","scope":"user","category":"profile","ts":"2026-08-29T12:00:00+00:00",...} -->
+    <!-- {"id":"m_a1b2c3d4","scope":"user","category":"profile",...} -->
     用户名字是 Alice，喜欢猫。
 
 The header's first keys are exactly the spec's, in its order: ``id, scope, category, ts, tags,
@@ -43,7 +43,6 @@ and ``>`` are written as ``\\u003c`` / ``\\u003e`` so that no value can close th
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
@@ -81,16 +80,21 @@ NOT_WRITTEN = ("text", "embedding_status", "embedding_model_version")
 _TUPLES = ("tags", "derived_from", "source_quote", "keywords", "entities")
 _FLOATS = ("importance", "timestamp", "event_time", "last_accessed")
 
-_FIELDS = {f.name for f in dataclasses.fields(MemoryRecord)}
-assert {_RENAMED.get(k, k) for k in HEADER_KEYS if k not in _DERIVED} | set(NOT_WRITTEN) \
-    == _FIELDS, "every MemoryRecord field has a header key"
+
+
+def written_fields() -> set[str]:
+    """The MemoryRecord fields a header carries (every field but :data:`NOT_WRITTEN`; a test
+    checks that this is every field, so a field added to MemoryRecord needs a header key)."""
+    return {_RENAMED.get(k, k) for k in HEADER_KEYS if k not in _DERIVED}
 
 
 class EntryError(ValueError):
-    """A header that cannot be read: ``key`` (or None) and the rule; the caller adds file/line."""
+    """A header that cannot be read: ``key`` (or None), the rule, and the 1-based ``line`` when
+    the splitter knows it; the caller adds the file (:class:`~memlab.errors.WorkspaceError`)."""
 
-    def __init__(self, rule: str, *, key: str | None = None, value: Any = None) -> None:
-        self.rule, self.key, self.value = rule, key, value
+    def __init__(self, rule: str, *, key: str | None = None, value: Any = None,
+                 line: int | None = None) -> None:
+        self.rule, self.key, self.value, self.line = rule, key, value, line
         super().__init__(rule)
 
 
@@ -147,8 +151,8 @@ def format_entry(rec: MemoryRecord) -> str:
 def split_entries(text: str) -> Iterator[tuple[int, str, str]]:
     """(1-based line of the header, the header's JSON text, the unescaped body) of each entry.
 
-    An EntryError with a ``line`` attribute for a header-like line that is not a header, or for
-    text other than blank lines before the first header."""
+    An EntryError naming the line for a header-like line that is not a header, or for text
+    other than blank lines before the first header."""
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()            # the newline that ends the last body line
@@ -157,14 +161,10 @@ def split_entries(text: str) -> Iterator[tuple[int, str, str]]:
         if ln.startswith(HEADER_START):
             m = _HEADER.fullmatch(ln)
             if m is None:
-                err = EntryError("a header line is '<!-- {json} -->' on one line")
-                err.line = i + 1
-                raise err
+                raise EntryError("a header line is '<!-- {json} -->' on one line", line=i + 1)
             starts.append((i, m.group(1)))
         elif not starts and ln.strip():
-            err = EntryError("text before the first header '<!-- {json} -->'")
-            err.line = i + 1
-            raise err
+            raise EntryError("text before the first header '<!-- {json} -->'", line=i + 1)
     for n, (i, head) in enumerate(starts):
         end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
         body = [ln[1:] if _LOOKS.match(ln) else ln for ln in lines[i + 1:end]]
@@ -179,7 +179,8 @@ def _check_type(key: str, v: Any) -> Any:
 
     field = _RENAMED.get(key, key)
     if field in _TUPLES:
-        need(isinstance(v, list) and all(isinstance(x, str) for x in v), "must be a list of strings")
+        need(isinstance(v, list) and all(isinstance(x, str) for x in v),
+             "must be a list of strings")
         return tuple(v)
     if field in _FLOATS:
         if v is None and field in ("event_time", "last_accessed"):

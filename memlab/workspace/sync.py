@@ -177,12 +177,10 @@ def _load_file(store: Store, root: Path, path: Path, rel: str, seen: set[str]
             screen_write(rec.text, fields, cfg.safety, where="entry")
             records.append((line, rec))
     except EntryError as exc:
-        raise WorkspaceError(rel, exc.rule, line=getattr(exc, "line", line), key=exc.key,
+        raise WorkspaceError(rel, exc.rule, line=exc.line or line, key=exc.key,
                              value=exc.value) from None
     except InvalidInput as exc:   # validate_record, the cell check, the safety screen
         raise WorkspaceError(rel, exc.rule, line=line, key=exc.field, value=exc.value) from None
-    except TypeError as exc:      # a MemoryRecord field the header gave a wrong shape
-        raise WorkspaceError(rel, str(exc), line=line) from None
     ids: dict[str, int] = {}
     for ln, rec in records:
         if rec.id in ids or rec.id in seen:
@@ -190,7 +188,7 @@ def _load_file(store: Store, root: Path, path: Path, rel: str, seen: set[str]
             raise WorkspaceError(rel, f"id given twice (also at {where})", line=ln, key="id",
                                  value=rec.id)
         ids[rec.id] = ln
-    stored = {r.id: r for r in _stored(store, list(ids))}
+    stored = {r.id: r for r in records_by_id(store.conn, list(ids))}
     new, skipped = [], 0
     for ln, rec in records:
         old = stored.get(rec.id)
@@ -211,7 +209,3 @@ def _load_file(store: Store, root: Path, path: Path, rel: str, seen: set[str]
         raise WorkspaceError(rel, f"the store refused the file ({exc})") from None
     return new, skipped
 
-
-def _stored(store: Store, ids: list[str]) -> list[MemoryRecord]:
-    """The stored records among ``ids`` (unknown ids left out)."""
-    return records_by_id(store.conn, ids)

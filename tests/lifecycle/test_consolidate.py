@@ -98,7 +98,8 @@ def test_exactly_the_groups_above_the_threshold_are_merged(tmp_path_factory, gro
     recs, vectors, expected = [], {}, []
     for g, (n, above, zh) in enumerate(groups):
         ids = [f"m_{g}_{i}" for i in range(n)]
-        for i, (t, v) in enumerate(zip(_texts(n, g, zh), space.group(n, ABOVE if above else BELOW))):
+        cos = ABOVE if above else BELOW
+        for i, (t, v) in enumerate(zip(_texts(n, g, zh), space.group(n, cos))):
             vectors[t] = v
             recs.append(_rec(ids[i], t, timestamp=float(g * 10 + i)))
         if above and n >= 2:

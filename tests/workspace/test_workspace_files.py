@@ -4,6 +4,7 @@ already stored, and names that try to leave the workspace."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -16,7 +17,7 @@ from memlab.store.scan import iter_records
 from memlab.types import MemoryRecord
 from memlab.workspace import (SPEC_KEYS, export_workspace, format_entry, import_workspace,
                               parse_path, resolve_path, segment, unsegment)
-from memlab.workspace.entry import split_entries
+from memlab.workspace.entry import HEADER_KEYS, NOT_WRITTEN, split_entries, written_fields
 from memlab.workspace.paths import Location, inside, relative_path
 
 SPEC_LINE = ('<!-- {"id":"m_a1b2c3d4","scope":"user","category":"profile",'
@@ -57,13 +58,22 @@ def test_the_spec_example_line_is_read_as_the_expected_record(store, tmp_path):
     assert {k: head[k] for k in SPEC_KEYS} == json.loads(SPEC_LINE[5:-4])
 
 
+def test_every_record_field_has_a_header_key_and_the_spec_keys_come_first():
+    fields = {f.name for f in dataclasses.fields(MemoryRecord)}
+    assert written_fields() | set(NOT_WRITTEN) == fields
+    assert NOT_WRITTEN == ("text", "embedding_status", "embedding_model_version")
+    assert HEADER_KEYS[:10] == ("id", "scope", "category", "ts", "tags", "salience", "ttl",
+                                "supersedes", "deprecated", "schema_version")
+
+
 def test_the_spec_paths_for_the_default_tenant(tmp_path):
     ws = tmp_path / "workspace"
     assert resolve_path(workspace=ws, scope="user", category="profile") == ws / "user/profile.md"
     assert resolve_path(workspace=ws, scope="identity", category="directive", agent_id="agent_3") \
         == ws / "agents/agent_3/identity/directive.md"
     assert resolve_path(workspace=ws, scope="dialogue", category="state", agent_id="agent_0",
-                        dialogue_id="dialogue_7") == ws / "agents/agent_0/dialogue_7/dialogue/state.md"
+                        dialogue_id="dialogue_7") \
+        == ws / "agents/agent_0/dialogue_7/dialogue/state.md"
     assert resolve_path(workspace=ws, scope="ephemeral", category="directive",
                         dialogue_id="对话1") == ws / "agents/agent_0/对话1/ephemeral/directive.md"
     # memlab's layout for another user and for Reverie's records (module docstring)

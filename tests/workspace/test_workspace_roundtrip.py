@@ -18,7 +18,7 @@ from memlab.store.scan import iter_records
 from memlab.text import extract_entities, memory_terms
 from memlab.types import (COGNITIVE_LAYERS, EPISTEMIC_STATUSES, LIFECYCLE_STATES,
                           RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
-from memlab.workspace import export_workspace, import_workspace
+from memlab.workspace import export_workspace, format_entry, import_workspace
 
 NAMES = ["agent_0", "user_0", "agent_1", "小明", "../x", "../../etc", "a/b", ".hidden", "-x",
          "~none", "50%", "user:42", "a b"]
@@ -114,3 +114,18 @@ def test_sqlite_files_sqlite_is_identical(recs):
             again = import_workspace(b, tmp / "ws")
             assert again.records == 0 and sum(again.skipped.values()) == len(recs)
             assert _by_id(b) == _by_id(a)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(texts, times), min_size=1, max_size=6))
+def test_a_file_of_entries_reads_back_exactly(entries):
+    """The format alone (no store): any bodies, several entries in one file."""
+    from memlab.workspace.entry import entry_record, parse_header, split_entries
+    from memlab.workspace.paths import Location
+
+    recs = [MemoryRecord(id=f"m_{i:08x}", text=t, scope="user", category="event", timestamp=ts)
+            for i, (t, ts) in enumerate(entries)]
+    text = "".join(format_entry(r) for r in recs)
+    loc = Location("user_0", "agent_0", "user", "event")
+    back = [entry_record(parse_header(h), b, loc) for _, h, b in split_entries(text)]
+    assert back == recs
