@@ -338,6 +338,12 @@ def _new_id(store: Store, taken: set[str]) -> str:
             return mem_id
 
 
+def plan_frame(store: Store, *, embedder: Any, **kwargs: Any):
+    """The plan as a pandas DataFrame, one row per source (:meth:`Plan.to_frame`; keyword
+    arguments as :func:`plan_consolidation`): for notebooks."""
+    return plan_consolidation(store, embedder=embedder, **kwargs).to_frame()
+
+
 def consolidate(store: Store, *, embedder: Any, dry_run: bool = False, **kwargs: Any
                 ) -> tuple[Plan, list[MemoryRecord]]:
     """Plan (:func:`plan_consolidation`, same keyword arguments) and, unless ``dry_run``, apply;

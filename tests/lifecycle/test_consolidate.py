@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from memlab.errors import InvalidInput, LLMError
 from memlab.llm import RecordedLLM
 from memlab.lifecycle.consolidate import (apply_plan, consolidate, extractive,
-                                          plan_consolidation)
+                                          plan_consolidation, plan_frame)
 from memlab.config import MemlabConfig
 from memlab.store import Store
 from memlab.store.scan import iter_records
@@ -207,7 +207,7 @@ def test_the_plan_as_a_dataframe(tmp_path):
     vectors = dict(zip(texts, space.group(2, ABOVE)))
     with _store(tmp_path / "s.sqlite", [_rec("m_1", texts[0], timestamp=1.0),
                                          _rec("m_2", texts[1], timestamp=2.0)], _cfg()) as st:
-        frame = plan_consolidation(st, embedder=ChosenEmbedder(vectors)).to_frame()
+        frame = plan_frame(st, embedder=ChosenEmbedder(vectors))
     assert list(frame["id"]) == ["m_1", "m_2"] and list(frame["cluster"]) == [1, 1]
     assert list(frame["medoid"]) == [True, False]          # a tie: the oldest
     assert np.allclose(frame["similarity"], [1.0, ABOVE])
