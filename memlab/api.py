@@ -584,6 +584,35 @@ class MemoryStore:
         return recall_summaries(self._store, self._embedder, query, k=k, agent_id=agent_id,
                                 user_id=user_id, now=to_unix((clock or self.clock).now()))
 
+    # -- Familiars: markdown workspace and consolidation (memlab/workspace, memlab/lifecycle) ----
+    def export_workspace(self, directory: str | Path, **kwargs: Any):
+        """:func:`memlab.workspace.export_workspace` of this store (every owner by default)."""
+        from memlab.workspace import export_workspace
+
+        return export_workspace(self._store, directory, **kwargs)
+
+    def import_workspace(self, directory: str | Path):
+        """:func:`memlab.workspace.import_workspace` into this store (records stay pending until
+        :meth:`embed_pending`)."""
+        from memlab.workspace import import_workspace
+
+        return import_workspace(self._store, directory)
+
+    def consolidate(self, *, dry_run: bool = False, agent_id: str | None = None,
+                    user_id: str | None = None, **kwargs: Any):
+        """The Familiars consolidator (:func:`memlab.lifecycle.consolidate.consolidate`) over the
+        cells of one agent and user (None: the default, as everywhere), with the store's embedder
+        and LLM; returns (plan, new entries). ``plan.to_frame()`` shows what merges."""
+        from memlab.lifecycle.consolidate import consolidate
+
+        if self._embedder is None:
+            raise EmbeddingUnavailable(f"consolidation needs the embedder's vectors: "
+                                       f"{self._embedder_error or 'this store has no embedder'}")
+        a, u = self._tenant(agent_id, user_id)
+        kwargs.setdefault("llm", self.llm)
+        return consolidate(self._store, embedder=self._embedder, dry_run=dry_run, agent_id=a,
+                           user_id=u, **kwargs)
+
     # -- lifecycle governance (memlab/write/facts.py, pins.py, feedback.py) ---------------------
     def history(self, memory_id: str, *, agent_id: str | None = None,
                 user_id: str | None = None) -> list[MemoryRecord]:

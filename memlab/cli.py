@@ -460,14 +460,18 @@ def _mount() -> None:
     from memlab.bench.cli import bench
     from memlab.bench.datasets.cli import datasets_app
     from memlab.jobs.cli import jobs_app
+    from memlab.lifecycle.cli import consolidate_cmd
     from memlab.tune.cli import sweep_cmd
     from memlab.vram.cli import vram_app
+    from memlab.workspace.cli import workspace_app
 
+    app.add_typer(workspace_app, name="workspace")
     app.add_typer(vram_app, name="vram")
     app.add_typer(datasets_app, name="datasets")
     app.add_typer(jobs_app, name="jobs")
     app.command("bench")(bench)
     app.command("sweep")(sweep_cmd)
+    app.command("consolidate")(consolidate_cmd)
 
 
 _mount()

@@ -676,11 +676,62 @@ class ChatConfig(_Section):
 
 
 class ConsolidationConfig(_Section):
-    similarity_threshold: float = _f(0.92, "Cosine at which entries of one cell cluster. The spec "
-                                     "says 'high similarity': memlab's choice.", ge=-1.0, le=1.0,
-                                     stage="runtime", spec="familiars §5.9", planned="issue 10")
+    """The consolidator (familiars §5.9, :mod:`memlab.lifecycle.consolidate`): live, unpinned
+    entries of one cell (owner, scope, category, dialogue) clustered by embedding cosine with
+    scikit-learn's AgglomerativeClustering; a cluster becomes one synthesised entry and its
+    sources are deprecated."""
+
+    similarity_threshold: float = _f(0.92, "Cosine above which entries of one cell are merged "
+                                     "(clusters join while their linkage cosine is above it: "
+                                     "distance_threshold = 1 - this). The spec says 'high "
+                                     "similarity': memlab's choice.", ge=-1.0, le=1.0,
+                                     stage="runtime", spec="familiars §5.9")
     min_cluster_size: int = _f(2, "Smallest cluster consolidated.", ge=2, le=10_000,
-                               stage="runtime", spec="familiars §5.9", planned="issue 10")
+                               stage="runtime", spec="familiars §5.9")
+    linkage: Literal["average", "complete", "single"] = _f(
+        "average", "How the cosine of two clusters is measured (scikit-learn linkage). memlab's "
+        "choice average: the mean pairwise cosine; single chains paraphrases of paraphrases "
+        "(A~B, B~C merges A with C far below the threshold), complete splits a group on one "
+        "outlying pair.", stage="runtime", spec="familiars §5.9")
+    synthesis: Literal["extractive", "llm"] = _f(
+        "extractive", "How a cluster becomes one entry: extractive (the medoid's text plus the "
+        "novel sentences of the others, no model) or llm (consolidation.llm_prompt through "
+        "memlab.llm). memlab's choice: extractive by default, it needs no model and invents "
+        "nothing.", stage="runtime", spec="familiars §5.9")
+    extractive_max_chars: int = _f(
+        400, "Extractive synthesis: sentences of the other sources are appended to the medoid's "
+        "text while the entry stays within this many characters (the medoid's own text is kept "
+        "whole). memlab's choice: about a paragraph.", ge=1, le=100_000, stage="runtime")
+    extractive_min_novelty: float = _f(
+        0.5, "Extractive synthesis: a sentence of another source is appended only when at least "
+        "this fraction of its memory terms (zh 2/3-grams, en tokens) is not in the entry yet. "
+        "memlab's choice: a paraphrase adds nothing, a new fact does.", ge=0.0, le=1.0,
+        stage="runtime")
+    sentence_split: str = _f(
+        r"(?<=[。！？!?；;])|(?<=[.])\s+|\n+", "Where extractive synthesis cuts a source text into "
+        "sentences (a Python regular expression). memlab's choice: zh and en sentence ends and "
+        "line breaks.", stage="runtime")
+    llm_prompt: str = _f(
+        "These memory entries of one {scope}/{category} memory cell say nearly the same thing. "
+        "Merge them into one entry that keeps every distinct fact, in the language of the "
+        "entries, without adding anything.\n{entries}\nAnswer with the merged entry text only.",
+        "Prompt of the LLM synthesis (fields {scope}, {category}, {entries}: one '- text' line "
+        "per source; literal braces doubled). Its reply, stripped, is the new entry's text. "
+        "memlab's choice.", stage="runtime", spec="familiars §5.9")
+
+    @field_validator("llm_prompt")
+    @classmethod
+    def _prompt_fields(cls, v: str) -> str:
+        return _template_fields(v, ("scope", "category", "entries"))
+
+    @field_validator("sentence_split")
+    @classmethod
+    def _split_rule(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression ({exc}): {v!r}") from None
+        return v
 
 
 def _zh_en(zh: str, en: str) -> tuple[str, str]:

@@ -142,7 +142,8 @@ class VRAMError(MemlabError):
 
 class JobError(MemlabError):
     """A fold job cannot be queued or run: an unknown kind, a kind whose machinery memlab does not
-    have yet (``consolidate``), an owner given by half (a payload that breaks a kind's rules is
+    have yet (``JobKind.unavailable``) or cannot use here (``consolidate`` with the LLM synthesis
+    in a worker), an owner given by half (a payload that breaks a kind's rules is
     :class:`InvalidInput`, naming the payload key)."""
 
 
@@ -161,3 +162,18 @@ class DeviceUnavailable(VRAMError):
     def __init__(self, probe: str, reason: str) -> None:
         self.probe, self.reason = probe, reason
         super().__init__(f"{probe}: {reason}")
+
+
+class WorkspaceError(MemlabError, ValueError):
+    """A file of a Familiars markdown workspace (:mod:`memlab.workspace`) is malformed or cannot be
+    written: names the file, the 1-based line (when known), the header key and the rule. The file
+    contributes nothing to an import; the store is unchanged by it."""
+
+    def __init__(self, file: str, rule: str, *, line: int | None = None, key: str | None = None,
+                 value: Any = None) -> None:
+        self.file, self.line, self.key, self.rule, self.value = file, line, key, rule, value
+        where = str(file) + (f":{line}" if line is not None else "")
+        what = f" key {key!r}:" if key else ""
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+        got = f" (got {shown!r})" if value is not None else ""
+        super().__init__(f"{where}:{what} {rule}{got}")

@@ -1,6 +1,6 @@
 """Fold jobs (reverie §11.4): a queue in the store's ``memory_jobs`` table with leases, a worker,
 and the job kinds — ``extract_atoms``, ``evidence_check``, ``cleanup_usage``, ``reembed`` and
-``consolidate`` (not runnable until the Familiars consolidator exists).
+``consolidate`` (the Familiars consolidator, :mod:`memlab.lifecycle.consolidate`).
 
 From Python::
 

@@ -1,5 +1,4 @@
-"""Maintenance jobs (reverie §11.4): ``cleanup_usage``, ``reembed``, and ``consolidate`` (not
-runnable yet: it says why).
+"""Maintenance jobs (reverie §11.4): ``cleanup_usage``, ``reembed``, and ``consolidate``.
 
 - ``cleanup_usage``: usage signals (``memory_usage_events``) older than
   ``governance.usage_cleanup_days`` (90) before the job's time are deleted, in the transaction that
@@ -10,8 +9,13 @@ runnable yet: it says why).
   (:meth:`memlab.store.Store.embed_pending`, batch by batch, the lease extended after each batch).
   Each batch commits on its own: the job is idempotent (a re-run embeds what is still missing), so
   it needs no exactly-once write.
-- ``consolidate``: calls the Familiars consolidator (familiars §5.9) once memlab has one; today it
-  is registered as unavailable, so enqueuing it raises :class:`~memlab.errors.JobError` saying so.
+- ``consolidate``: the Familiars consolidator (familiars §5.9, :mod:`memlab.lifecycle.consolidate`)
+  over one owner's cells (payload ``agent_id``/``user_id``) or every owner's: the plan is made by
+  the handler with the worker's embedder (no lock held while it embeds), and applied in the
+  transaction that completes the job; a plan made stale by a write in between fails the job,
+  which is retried (the retry plans again). The LLM synthesis needs an LLM the worker does not
+  have: with ``consolidation.synthesis = "llm"`` the job fails saying so (use ``memlab
+  consolidate`` or :func:`~memlab.lifecycle.consolidate.consolidate` with an LLM).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 from memlab.errors import InvalidInput, JobError
 from memlab.store import Connection, Store
 
-from .kinds import JobContext, JobKind, Outcome, check_owner_payload, register
+from .kinds import JobContext, JobKind, Outcome, check_owner_payload, owner_of, register
 
 DAY = 86_400.0
 
@@ -60,13 +64,26 @@ def run_reembed(ctx: JobContext) -> Outcome:
                     "embedded": done})
 
 
-CONSOLIDATOR_MISSING = ("the Familiars consolidator (familiars §5.9: cluster a cell's entries by "
-                        "similarity and merge them) is not built in memlab yet, so there is "
-                        "nothing to call; nothing was queued or run")
-
-
 def run_consolidate(ctx: JobContext) -> Outcome:
-    raise JobError(f"job kind 'consolidate' cannot run: {CONSOLIDATOR_MISSING}")
+    """Plan the consolidation now, apply it in the completing transaction (module docstring)."""
+    from memlab.lifecycle.consolidate import apply_plan, plan_consolidation
+
+    if ctx.config.consolidation.synthesis == "llm":
+        raise JobError("job kind 'consolidate': consolidation.synthesis is 'llm' and a worker "
+                       "has no LLM; run `memlab consolidate` or lifecycle.consolidate with one")
+    owner = owner_of(ctx.job.payload)
+    agent_id, user_id = owner if owner is not None else (None, None)
+    embedder = ctx.embedder()
+    plan = plan_consolidation(ctx.store, embedder=embedder, agent_id=agent_id, user_id=user_id,
+                              config=ctx.config)
+
+    def write(conn: Connection) -> dict[str, Any]:
+        added = apply_plan(ctx.store, plan, embedder=embedder)
+        return {"added": [r.id for r in added]}
+
+    return Outcome({"clusters": len(plan.clusters),
+                    "deprecated": sum(len(c.sources) for c in plan.clusters),
+                    "pinned_left": plan.pinned}, write)
 
 
 register(JobKind("cleanup_usage", run_cleanup_usage,
@@ -76,5 +93,5 @@ register(JobKind("reembed", run_reembed,
                  "embed the memories that have no vector of the worker's embedder (after an "
                  "embedder change; no payload)", _no_payload("reembed")))
 register(JobKind("consolidate", run_consolidate,
-                 "merge similar entries of one cell (the Familiars consolidator)",
-                 check_owner_payload, unavailable=CONSOLIDATOR_MISSING))
+                 "merge near-duplicate entries of each Familiars cell (consolidation.*; payload: "
+                 "agent_id/user_id, default every owner)", check_owner_payload))

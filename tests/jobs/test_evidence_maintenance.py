@@ -1,5 +1,5 @@
 """evidence_check (contradictions by fact key), cleanup_usage (90 days), reembed (after an embedder
-change) and consolidate (refused until the Familiars consolidator exists); reverie §11.4."""
+change) and consolidate (the Familiars consolidator as a job); reverie §11.4."""
 
 from __future__ import annotations
 
@@ -124,14 +124,34 @@ def test_reembed_loads_the_embedder_of_a_factory_only_when_it_runs(tmp_path):
         assert made == [1] and job.result["embedded"] == 1
 
 
-def test_consolidate_is_refused_naming_the_missing_consolidator(store):
-    with pytest.raises(JobError, match="consolidate.*Familiars consolidator.*not built"):
-        store.enqueue_job("consolidate")
-    assert queue.list_jobs(store._store.conn) == []
-    # one queued some other way (an older memlab, plain SQL) fails at once, saying why
-    queue.insert(store._store.conn, "consolidate", {}, now=T0, max_attempts=3)
-    [job] = store.worker().run().failed
-    assert job.attempts == 1 and "Familiars consolidator" in job.error
+def test_consolidate_runs_the_familiars_consolidator(tmp_path):
+    """The job plans with the worker's embedder and applies in the completing transaction
+    (the consolidator itself: tests/lifecycle/test_consolidate.py)."""
+    cfg = CFG.replace(**{"consolidation.similarity_threshold": 0.5})
+    with memlab.open_store(tmp_path / "s.sqlite", config=cfg, embedder=HashingEmbedder(),
+                           clock=FixedClock(T0)) as st:
+        st.add_many([{"id": "m_1", "text": "我喜欢喝绿茶", "scope": "user",
+                      "category": "preference", "importance": 0.5},
+                     {"id": "m_2", "text": "我很喜欢喝绿茶。我住在北京。", "scope": "user",
+                      "category": "preference", "importance": 0.7},
+                     {"id": "m_3", "text": "我喜欢喝绿茶", "scope": "user", "category": "event",
+                      "importance": 0.5}])
+        st.enqueue_job("consolidate", agent_id="agent_0", user_id="user_0")
+        [job] = st.worker().run().done
+        assert {k: job.result[k] for k in ("clusters", "deprecated", "pinned_left")} == \
+            {"clusters": 1, "deprecated": 2, "pinned_left": 0}
+        [new] = st.get(job.result["added"])
+        assert new.derived_from == ("m_1", "m_2") and new.importance == 0.7
+        assert [r.deprecated for r in st.get(["m_1", "m_2", "m_3"])] == [True, True, False]
+
+
+def test_consolidate_with_the_llm_synthesis_fails_in_a_worker(store):
+    st = store
+    st.enqueue_job("consolidate", max_attempts=1)
+    worker = st.worker()
+    worker.config = worker.config.replace(**{"consolidation.synthesis": "llm"})
+    [job] = worker.run().failed
+    assert "has no LLM" in job.error
 
 
 def test_embedding_unavailable_is_memlabs_error():

@@ -76,8 +76,8 @@ def test_run_shows_progress(cli, store):
 
 
 def test_errors_are_named_and_exit_2(cli, store, tmp_path):
-    res = cli("jobs", "enqueue", store, "consolidate")
-    assert res.exit_code == 2 and "Familiars consolidator" in res.output
+    res = cli("jobs", "enqueue", store, "consolidate", "--payload", '{"agent_id": "a"}')
+    assert res.exit_code == 2 and "give both agent_id and user_id" in res.output
     res = cli("jobs", "enqueue", store, "extract_atoms", "--payload", "{not json")
     assert res.exit_code == 2 and "--payload: not JSON" in res.output
     res = cli("jobs", "enqueue", store, "nope")
@@ -92,7 +92,6 @@ def test_kinds_lists_every_kind(cli):
     names = [ln.split()[0] for ln in res.stdout.splitlines()]
     assert {"extract_atoms", "evidence_check", "cleanup_usage", "reembed", "consolidate"} <= \
         set(names)
-    assert "cannot run: the Familiars consolidator" in res.stdout
 
 
 def test_atoms_and_contradictions_are_visible(cli, tmp_path):

@@ -1,0 +1,1 @@
+"""Familiars' lifecycle over the store: consolidation (:mod:`.consolidate`, familiars §5.9)."""

@@ -1,0 +1,211 @@
+"""Export the SQLite truth to a markdown workspace and import one back (familiars §5.2.4, §5.3.1).
+
+``export_workspace(store, dir)`` writes every record of the store (every lifecycle state,
+deprecated ones too) into the file of its cell (:mod:`memlab.workspace.paths`), entries in rowid
+order, in the format of :mod:`memlab.workspace.entry`. The export is the store's state; files of
+the workspace that the store has no entries for are left alone, and a file the export writes is
+replaced whole (written to a temporary file and renamed).
+
+``import_workspace(store, dir)`` reads every ``*.md`` file under ``dir`` (sorted by path) and
+adds its records to the store verbatim — ids, times, layers, counters and every other field as
+written — through :meth:`memlab.store.Store.add`, the store's one insert (records, lexical
+index, entity links in one transaction). The lexical terms and entity links are derived from
+the text with the store's config, as every write derives them. Nothing else of the write
+pipeline runs: importance is not re-scored, layers are not re-routed, facts are not superseded
+and the pin cap is not applied (an import restores a state, it does not write anew). The safety
+screen does run (:func:`memlab.safety.screen_write`): a workspace is editable text, and an entry
+that reads as an attempt to hijack the assistant is refused like any write.
+
+All or nothing per file: a file with any bad entry (unreadable header, unknown key, wrong type,
+an invalid cell, a value the store refuses, an entry in the wrong file, an id twice) contributes
+nothing and is reported with its 1-based line; the other files still load, each in its own
+transaction.
+
+An id the store already holds (memlab's choice): when the stored record is the entry itself
+(every field but the embedding state equal) the entry is skipped and counted, so importing the
+same workspace twice changes nothing; when it differs, its file is refused with that line
+(an import never overwrites the truth, and never silently drops an edit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memlab.config import MemlabConfig
+from memlab.errors import InvalidInput, MemlabError, WorkspaceError
+from memlab.safety import screen_write
+from memlab.store import Store
+from memlab.store.records import validate_record
+from memlab.store.scan import iter_records, records_by_id
+from memlab.text import extract_entities, memory_terms
+from memlab.types import MemoryRecord
+
+from .entry import EntryError, entry_record, format_entry, parse_header, split_entries
+from .paths import Location, inside, parse_path, relative_path, SUFFIX
+
+_EMBEDDING = {"embedding_status": "pending", "embedding_model_version": ""}
+
+
+def location(rec: MemoryRecord) -> Location:
+    """The file an entry belongs to."""
+    return Location(user_id=rec.user_id, agent_id=rec.agent_id, scope=rec.scope,
+                    category=rec.category,
+                    dialogue_id=rec.dialogue_id if rec.scope in ("dialogue", "ephemeral") else None,
+                    retention_layer=rec.retention_layer if rec.scope is None else None)
+
+
+@dataclass
+class ExportResult:
+    """What an export wrote: files (workspace-relative) and the number of records."""
+
+    directory: Path
+    files: list[str] = field(default_factory=list)
+    records: int = 0
+
+    def summary(self) -> str:
+        return f"exported {self.records} record(s) into {len(self.files)} file(s) under " \
+               f"{self.directory}"
+
+
+def export_workspace(store: Store, directory: str | Path, *, agent_id: str | None = None,
+                     user_id: str | None = None) -> ExportResult:
+    """Write the store's records (of one agent and/or user, or all) as a markdown workspace."""
+    cfg = store.config.writer
+    root = Path(directory)
+    by_file: dict[Path, list[str]] = defaultdict(list)
+    result = ExportResult(root)
+    for rec in iter_records(store.conn, agent_id=agent_id, user_id=user_id):
+        rel = relative_path(location(rec), default_agent_id=cfg.default_agent_id,
+                            default_user_id=cfg.default_user_id)
+        by_file[inside(root, rel)].append(format_entry(rec))
+        result.records += 1
+    for path, entries in sorted(by_file.items()):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, "".join(entries))
+        result.files.append(path.relative_to(root.resolve()).as_posix())
+    return result
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class ImportResult:
+    """What an import did. ``loaded``: file -> records added; ``skipped``: file -> entries whose
+    id the store held with the same record; ``errors``: one :class:`WorkspaceError` per refused
+    file (its file, line, key and rule)."""
+
+    directory: Path
+    loaded: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    errors: list[WorkspaceError] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(self.loaded.values())
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def lines(self) -> list[str]:
+        out = [f"imported {self.records} record(s) from {len(self.loaded)} file(s) under "
+               f"{self.directory}; {sum(self.skipped.values())} already stored (skipped); "
+               f"{len(self.errors)} file(s) refused"]
+        out += [f"  {f}: {n} record(s)" + (f", {self.skipped[f]} skipped" if self.skipped.get(f)
+                                           else "") for f, n in self.loaded.items()]
+        out += [f"error: {e}" for e in self.errors]
+        return out
+
+
+def import_workspace(store: Store, directory: str | Path) -> ImportResult:
+    """Add the workspace's records to the store, each file all or nothing (module docstring)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidInput("directory", "not a directory", str(directory))
+    result = ImportResult(root)
+    seen: set[str] = set()     # ids of the files loaded so far
+    for path in sorted(p for p in root.rglob(f"*{SUFFIX}")
+                       if p.is_file() and not p.name.startswith(".")):
+        rel = path.relative_to(root).as_posix()
+        try:
+            records, skipped = _load_file(store, root, path, rel, seen)
+        except WorkspaceError as exc:
+            result.errors.append(exc)
+            continue
+        seen.update(r.id for r in records)
+        result.loaded[rel] = len(records)
+        if skipped:
+            result.skipped[rel] = skipped
+    return result
+
+
+def _load_file(store: Store, root: Path, path: Path, rel: str, seen: set[str]
+               ) -> tuple[list[MemoryRecord], int]:
+    """Parse, check and insert one file in one transaction; WorkspaceError on any refusal."""
+    cfg: MemlabConfig = store.config
+    try:
+        loc = parse_path(rel, default_agent_id=cfg.writer.default_agent_id,
+                         default_user_id=cfg.writer.default_user_id)
+    except InvalidInput as exc:
+        raise WorkspaceError(rel, exc.rule, value=exc.value) from None
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkspaceError(rel, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    records: list[tuple[int, MemoryRecord]] = []
+    line = None
+    try:
+        for line, head, body in split_entries(text):
+            rec = entry_record(parse_header(head), body, loc)
+            rec = dataclasses.replace(rec, **_EMBEDDING)
+            validate_record(rec, max_text_chars=cfg.recall.max_text_chars)
+            fields = {k: v for k, v in dataclasses.asdict(rec).items() if k != "text"}
+            screen_write(rec.text, fields, cfg.safety, where="entry")
+            records.append((line, rec))
+    except EntryError as exc:
+        raise WorkspaceError(rel, exc.rule, line=exc.line or line, key=exc.key,
+                             value=exc.value) from None
+    except InvalidInput as exc:   # validate_record, the cell check, the safety screen
+        raise WorkspaceError(rel, exc.rule, line=line, key=exc.field, value=exc.value) from None
+    ids: dict[str, int] = {}
+    for ln, rec in records:
+        if rec.id in ids or rec.id in seen:
+            where = f"line {ids[rec.id]}" if rec.id in ids else "an earlier file"
+            raise WorkspaceError(rel, f"id given twice (also at {where})", line=ln, key="id",
+                                 value=rec.id)
+        ids[rec.id] = ln
+    stored = {r.id: r for r in records_by_id(store.conn, list(ids))}
+    new, skipped = [], 0
+    for ln, rec in records:
+        old = stored.get(rec.id)
+        if old is None:
+            new.append(rec)
+        elif dataclasses.replace(old, **_EMBEDDING) == rec:
+            skipped += 1
+        else:
+            raise WorkspaceError(rel, "the store holds another record with this id (an import "
+                                 "never overwrites; delete it first or change the id)", line=ln,
+                                 key="id", value=rec.id)
+    rc = cfg.recall
+    try:
+        store.add(new, terms=[memory_terms(r.text, term_cap=rc.term_cap, text_cap=rc.text_cap)
+                              for r in new],
+                  entities=[extract_entities(r.text, min_chars=cfg.entity.min_chars) for r in new])
+    except MemlabError as exc:
+        raise WorkspaceError(rel, f"the store refused the file ({exc})") from None
+    return new, skipped
+
