@@ -1,0 +1,1 @@
+"""Familiars lifecycle over the store: TTL (ttl.py) and consolidation."""
