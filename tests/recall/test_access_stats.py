@@ -42,15 +42,15 @@ def counts(st, ids) -> dict[str, tuple[int, float | None]]:
 
 def test_flush_when_flush_size_accesses_are_buffered():
     clock = FixedClock(T0)
-    with memlab.open_store(":memory:", config=cfg(**{"reader.flush_size": 5,
+    with memlab.open_store(":memory:", config=cfg(**{"reader.flush_size": 6,
                                                       "reader.flush_interval_s": 100.0}),
                            clock=clock) as st:
         ids = fill(st)
         got = [st.build_rag_context("oolong tea", k=2, now=T0 + i).ids for i in range(2)]
         assert got[0] == got[1] and len(got[0]) == 2
-        assert st.access_stats.pending == 4                  # 4 < 5: nothing written yet
+        assert st.access_stats.pending == 4                  # 4 < 6: nothing written yet
         assert all(c == (0, None) for c in counts(st, ids).values())
-        st.build_rag_context("oolong tea", k=2, now=T0 + 2)  # 6 >= 5: one batch
+        st.build_rag_context("oolong tea", k=2, now=T0 + 2)  # 6 >= 6: one batch
         assert st.access_stats.pending == 0 and st.access_stats.batches == 1
         c = counts(st, ids)
         assert [c[i] for i in got[0]] == [(3, T0 + 2)] * 2   # last_accessed = the read's now
