@@ -75,6 +75,11 @@ class ReaderResult:
     def scores(self) -> np.ndarray:
         return self.frame["score"].to_numpy() if len(self.frame) else np.zeros(0)
 
+    def _repr_html_(self) -> str:  # Jupyter
+        if not self.memories:
+            return f"<p>no memories: {self.empty_reason}</p>"
+        return self.frame._repr_html_()
+
     @property
     def terms(self) -> pd.DataFrame:
         """The additive terms of each memory (columns ``additive``), indexed by id."""

@@ -17,7 +17,8 @@ import pytest
 import memlab
 from memlab.clock import FixedClock
 from memlab.config import MemlabConfig
-from memlab.errors import InvalidInput
+from memlab.errors import InvalidInput, StoreLocked
+from memlab.recall.access import AccessBuffer
 from memlab.store.health import check_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,3 +217,33 @@ def test_sigkill_loses_at_most_one_batch_of_access_stats_and_no_record(tmp_path)
         assert lines[-1] == f"killed {flushing}", (kill_tick, lines[-3:])
         lost, finished = _outcome(path, ids, lines)
         assert finished < 14
+
+
+class LockedOnce:
+    """A fake write path: the first call fails as a locked store does, later calls write."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def __call__(self, batch):
+        self.calls.append(dict(batch))
+        if len(self.calls) == 1:
+            raise StoreLocked("database is locked (busy past store.busy_timeout_ms)")
+        return len(batch)
+
+
+def test_a_refused_flush_keeps_the_batch_and_is_retried(caplog):
+    write = LockedOnce()
+    buf = AccessBuffer(write, cfg=cfg(**{"reader.flush_size": 2}).reader, clock=FixedClock(T0))
+    assert buf.record(["m_1", "m_2"], at=T0) == 0            # refused: kept, counted
+    assert buf.failed == 1 and buf.pending == 2 and "not flushed" in caplog.text
+    assert buf.record(["m_1"], at=T0 + 5) == 3               # retried with the new access
+    assert write.calls[-1] == {"m_1": (2, T0 + 5), "m_2": (1, T0)}
+    assert buf.pending == 0 and buf.written == 3 and buf.batches == 1
+    # an explicit flush raises the store's error and keeps the batch
+    write2 = LockedOnce()
+    buf2 = AccessBuffer(write2, cfg=cfg().reader, clock=FixedClock(T0))
+    buf2.record(["m_9"], at=T0)
+    with pytest.raises(StoreLocked):
+        buf2.flush()
+    assert buf2.pending == 1 and buf2.flush() == 1
