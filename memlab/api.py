@@ -21,11 +21,11 @@ from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput, StoreError, UnsafeWrite
 from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text
+from memlab.lifecycle.ttl import TTLContext, expire_due
 from memlab.llm import LLM, as_llm
 from memlab.recall.associate import association_counts
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
-from memlab.lifecycle.ttl import TTLContext, expire_due
 from memlab.recall.access import AccessBuffer
 from memlab.recall.fuzzy import fuzz_recall
 from memlab.recall.reader import ReaderResult, build_rag_context

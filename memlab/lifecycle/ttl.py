@@ -40,8 +40,8 @@ TTL_SCOPES = ("session", "dialogue")
 _KEYS = {"absolute": ("kind", "expires_at"), "turns": ("kind", "turns", "created_turn"),
          "scope": ("kind", "scope")}
 
-__all__ = ["TTL_KINDS", "TTL_SCOPES", "TTLContext", "check_ttl", "expires_at", "is_expired",
-           "is_live", "expire_due"]
+__all__ = ["TTL_KINDS", "TTL_SCOPES", "TTLContext", "check_ttl", "check_turn", "expires_at",
+           "is_expired", "is_live", "expire_due"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ class TTLContext:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "now", _now(self.now))
-        _turn(self.turn_counter)
+        check_turn(self.turn_counter)
         for name in ("session_active", "dialogue_active"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(name, "must be a bool", getattr(self, name))
@@ -76,7 +76,8 @@ def _now(now: Any) -> float:
     return float(now)
 
 
-def _turn(turn: Any, field: str = "turn_counter") -> int | None:
+def check_turn(turn: Any, field: str = "turn_counter") -> int | None:
+    """A turn counter: a whole number >= 0, or None (unknown)."""
     if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 0):
         raise InvalidInput(field, "must be a whole number >= 0 (or None: unknown)", turn)
     return turn
@@ -113,7 +114,7 @@ def check_ttl(ttl: Any, where: str = "ttl", *, turn: int | None = None
     if kind not in TTL_KINDS:
         raise InvalidInput(f"{where}.kind", f"must be one of {TTL_KINDS}", kind)
     if kind == "turns" and "created_turn" not in out and turn is not None:
-        out["created_turn"] = _turn(turn, "turn")
+        out["created_turn"] = check_turn(turn, "turn")
     unknown = sorted(set(out) - set(_KEYS[kind]), key=str)
     if unknown:
         raise InvalidInput(f"{where}.{unknown[0]}", f"not a key of a {kind} TTL (keys: "
@@ -129,7 +130,7 @@ def check_ttl(ttl: Any, where: str = "ttl", *, turn: int | None = None
         n = out["turns"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise InvalidInput(f"{where}.turns", "must be a whole number >= 1", n)
-        _turn(out["created_turn"], f"{where}.created_turn")
+        check_turn(out["created_turn"], f"{where}.created_turn")
     elif out["scope"] not in TTL_SCOPES:
         raise InvalidInput(f"{where}.scope", f"must be one of {TTL_SCOPES}", out["scope"])
     return out
@@ -149,7 +150,7 @@ def is_expired(rec: MemoryRecord, *, now: Any, turn_counter: int | None = None,
     if kind == "absolute":
         return _now(now) >= expires_at(ttl["expires_at"], f"{where}.expires_at")
     if kind == "turns":
-        if _turn(turn_counter) is None:
+        if check_turn(turn_counter) is None:
             raise InvalidInput("turn_counter", f"{where} is a turns TTL: the turn counter must "
                                "be given to decide it", None)
         return turn_counter - ttl["created_turn"] >= ttl["turns"]

@@ -29,6 +29,7 @@ import numpy as np
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
+from memlab.lifecycle.ttl import check_turn
 from memlab.store import Store
 from memlab.store.cache import FreshVectors
 from memlab.text import extract_entities, memory_terms
@@ -73,6 +74,7 @@ class WritePipeline:
         if isinstance(items, Mapping) or isinstance(items, (str, bytes)):
             raise InvalidInput("items", "must be a list of items (mappings with a text)",
                                type(items).__name__)
+        check_turn(turn, "turn")
         drafts = []
         for i, it in enumerate(items):
             if not isinstance(it, Mapping):

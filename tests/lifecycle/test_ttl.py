@@ -236,3 +236,11 @@ def test_check_ttl_returns_a_new_dict():
     out = check_ttl(src, turn=3)
     assert out == {"kind": "turns", "turns": 1, "created_turn": 3} and src == {"kind": "turns",
                                                                                "turns": 1}
+
+
+@pytest.mark.parametrize("turn", [-1, "3", 2.0, True])
+def test_a_bad_write_turn_is_refused_even_when_unused(turn):
+    with store() as s:
+        with pytest.raises(InvalidInput) as e:
+            s.add("a user fact", scope="user", category="profile", turn=turn)
+        assert e.value.field == "turn" and len(s) == 0
