@@ -21,11 +21,14 @@ from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput, StoreError, UnsafeWrite
 from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text
+from memlab.lifecycle.ttl import TTLContext, expire_due
 from memlab.llm import LLM, as_llm
 from memlab.recall.associate import association_counts
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
+from memlab.recall.access import AccessBuffer
 from memlab.recall.fuzzy import fuzz_recall
+from memlab.recall.reader import ReaderResult, build_rag_context
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
@@ -71,6 +74,7 @@ class MemoryStore:
         self.corrections: CorrectionHook | None = self._correct
         #: the short-term draw of store_interaction (layers.short_term_seed), one per opened store
         self._short_term_rng = np.random.default_rng(config.layers.short_term_seed)
+        self._access: AccessBuffer | None = None   # the reader's (see access_stats)
         self._writer = WritePipeline(
             store, config=config, embed=self._embed_for_write, associate=self._associations,
             counters=self.stats,
@@ -78,7 +82,12 @@ class MemoryStore:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        self._store.close()
+        """Flush the reader's buffered access statistics, then close the store."""
+        try:
+            if self._access is not None:
+                self._access.flush()
+        finally:
+            self._store.close()
 
     def __enter__(self) -> "MemoryStore":
         return self
@@ -112,12 +121,12 @@ class MemoryStore:
     # -- write (memlab.write.pipeline: the one write path) ------------------------------------
     def add(self, text: str, **fields: Any) -> MemoryRecord:
         """Add one memory; see :meth:`add_many` for the fields. Returns the stored record."""
-        clock = fields.pop("clock", None)
-        return self.add_many([{"text": text, **fields}], clock=clock)[0]
+        clock, turn = fields.pop("clock", None), fields.pop("turn", None)
+        return self.add_many([{"text": text, **fields}], clock=clock, turn=turn)[0]
 
     def add_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
-                 vectors: np.ndarray | None = None, replacing: Sequence[str] = ()
-                 ) -> list[MemoryRecord]:
+                 vectors: np.ndarray | None = None, replacing: Sequence[str] = (),
+                 turn: int | None = None) -> list[MemoryRecord]:
         """Add memories in one all-or-nothing transaction, through the write pipeline
         (:mod:`memlab.write.pipeline`).
 
@@ -132,12 +141,15 @@ class MemoryStore:
         leaves the store unchanged. ``vectors``: precomputed document vectors of the texts
         (benchmarks embed in batches through their cache); default: embedded here through the
         store's embedding cache. ``replacing``: ids deleted in the same transaction
-        (:meth:`sync_card`). A write that tries to hijack identity or instructions raises
+        (:meth:`sync_card`). ``turn``: the dialogue's turn counter, when known (Familiars TTL:
+        a turns ``ttl`` without ``created_turn`` and an ephemeral memory without a ttl get it,
+        :mod:`memlab.lifecycle.ttl`). A write that tries to hijack identity or instructions raises
         UnsafeWrite (:mod:`memlab.safety`) and is audited; nothing of the batch is written.
         """
         now = to_unix((clock or self.clock).now())
         with self._refusals_audited(now):
-            stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing)
+            stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing,
+                                        turn=turn)
         self._bg_cached = self._bg_cached or self._bg_pending
         return stored
 
@@ -626,6 +638,27 @@ class MemoryStore:
         """Mark memories expired: kept, never recalled again. Returns how many changed."""
         a, u = self._tenant(agent_id, user_id)
         return facts.expire(self._store.repo, check_ids(ids), agent_id=a, user_id=u)
+
+    def expire_due(self, ctx: TTLContext, *, agent_id: str | None = None,
+                   user_id: str | None = None) -> list[str]:
+        """Mark the agent's and user's memories whose TTL ran out at ``ctx`` expired (kept,
+        never recalled again; :func:`memlab.lifecycle.ttl.expire_due`). Returns their ids."""
+        a, u = self._tenant(agent_id, user_id)
+        return expire_due(self._store, ctx, agent_id=a, user_id=u)
+
+    # -- Familiars reader (memlab/recall/reader.py) ------------------------------------------------
+    def build_rag_context(self, query: str, **kwargs: Any) -> ReaderResult:
+        """Familiars' reader (§5.8): :func:`memlab.recall.reader.build_rag_context` on this
+        store (its access statistics buffered in :attr:`access_stats`)."""
+        return build_rag_context(self, query, **kwargs)
+
+    @property
+    def access_stats(self) -> AccessBuffer:
+        """The reader's buffered access statistics (``flush()``; flushed at :meth:`close`)."""
+        if self._access is None:
+            self._access = AccessBuffer(self._store.repo.record_accesses,
+                                        cfg=self.config.reader, clock=self.clock)
+        return self._access
 
     def pin(self, memory_id: str, *, agent_id: str | None = None,
             user_id: str | None = None) -> MemoryRecord:

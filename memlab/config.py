@@ -869,8 +869,21 @@ def _compile(pattern: str) -> None:
 
 class TTLConfig(_Section):
     ephemeral_turns: int = _f(1, "TTL in turns of ephemeral entries that give none (cleared when "
-                              "the turn ends).", ge=1, le=10**6, stage="runtime",
-                              spec="familiars §5.2.1", planned="issue 10")
+                              "the turn ends); given when the write knows its turn.", ge=1,
+                              le=10**6, stage="ingest", spec="familiars §5.2.1")
+
+
+class ReaderConfig(_Section):
+    flush_interval_s: float = _f(30.0, "The Familiars reader's access statistics (last_accessed, "
+                                 "access_count) are written when the oldest buffered access is "
+                                 "this old (seconds, by the store's clock, checked at each read). "
+                                 "memlab's choice: a crash loses at most half a minute of "
+                                 "access counts, a small bias in an access-frequency signal.",
+                                 gt=0.0, le=86_400.0, stage="runtime", spec="familiars §5.3.2")
+    flush_size: int = _f(64, "...or when this many accesses (one per memory a read returns) are "
+                         "buffered. memlab's choice: one write transaction per ~8 reads of k=8 "
+                         "instead of one per read; a crash loses fewer than this many.",
+                         ge=1, le=1_000_000, stage="runtime", spec="familiars §5.3.2")
 
 
 class VRAMConfig(_Section):
@@ -1360,6 +1373,7 @@ class MemlabConfig(_Section):
     jobs: JobsConfig = JobsConfig()
     compression: CompressionConfig = CompressionConfig()
     ttl: TTLConfig = TTLConfig()
+    reader: ReaderConfig = ReaderConfig()
     vram: VRAMConfig = VRAMConfig()
     fuzzy: FuzzyConfig = FuzzyConfig()
     safety: SafetyConfig = SafetyConfig()

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from numbers import Real
 from typing import Any
 
@@ -123,22 +123,47 @@ class Repository:
             self._link(list(zip(rowids, entities)))
         return rowids
 
-    def reinforce(self, rowids: Sequence[int], *, now: float) -> None:
-        """last_accessed = now, access_count += 1 for these memories, in one transaction.
+    def reinforce(self, rowids: Sequence[int], *, now: float, times: int = 1) -> None:
+        """last_accessed = now, access_count += times (default 1) for these memories, in one
+        transaction.
 
-        The explicit step after selection; never called inside scoring.
+        The explicit step after selection; never called inside scoring. ``times`` > 1: accesses
+        batched by the caller (the Familiars reader's buffered access statistics).
         """
         if isinstance(now, bool) or not isinstance(now, Real) or not math.isfinite(now):
             raise InvalidInput("now", "must be a finite number", now)
+        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+            raise InvalidInput("times", "must be an integer >= 1", times)
         wanted = set(int(r) for r in rowids)
         if not wanted:
             return
         with transaction(self.conn):
             cur = self.conn.execute(
-                "UPDATE memory_records SET last_accessed = ?, access_count = access_count + 1 "
-                "WHERE rowid IN (SELECT value FROM json_each(?))", (float(now), ids_json(wanted)))
+                "UPDATE memory_records SET last_accessed = ?, access_count = access_count + ? "
+                "WHERE rowid IN (SELECT value FROM json_each(?))",
+                (float(now), times, ids_json(wanted)))
             if cur.rowcount != len(wanted):
                 raise InvalidInput("rowids", "unknown rowid(s)", sorted(wanted)[:5])
+
+    def record_accesses(self, accesses: Mapping[str, tuple[int, float]]) -> int:
+        """Batched :meth:`reinforce` by memory id, in ONE transaction: ``{id: (times, last
+        access time)}``, grouped by (time, times) into reinforce calls. Ids no longer stored
+        (deleted since they were read) are skipped. Returns how many memories were updated."""
+        if not accesses:
+            return 0
+        ids = list(accesses)
+        found = dict(self.conn.execute(
+            "SELECT id, rowid FROM memory_records WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids, ensure_ascii=False),)).fetchall())
+        groups: dict[tuple[float, int], list[int]] = {}
+        for i in ids:
+            if i in found:
+                times, at = accesses[i]
+                groups.setdefault((float(at), int(times)), []).append(found[i])
+        with transaction(self.conn):
+            for (at, times), rows in groups.items():
+                self.reinforce(rows, now=at, times=times)
+        return sum(len(r) for r in groups.values())
 
     def reinforce_ids(self, ids: Sequence[str], *, now: float, agent_id: str | None = None,
                       user_id: str | None = None) -> int:
@@ -304,6 +329,17 @@ class Repository:
         at = {i: (r[1 + _AGENT], r[1 + _USER]) for i, r in rows.items()}
         _check_found(ids, at, agent_id, user_id)
         return [from_row(rows[i]) for i in ids]
+
+    def with_ttl(self, *, agent_id: str | None = None, user_id: str | None = None
+                 ) -> list[MemoryRecord]:
+        """Active, not deprecated records that carry a TTL (Familiars §5.3.3; the TTL sweep of
+        :mod:`memlab.lifecycle.ttl`), optionally of one agent/user, oldest rowid first."""
+        sql, args = (f"{_SELECT} WHERE lifecycle_state = 'active' AND deprecated = 0 "
+                     "AND ttl_json IS NOT NULL", [])
+        for col, v in (("agent_id", agent_id), ("user_id", user_id)):
+            if v is not None:
+                sql, args = sql + f" AND {col} = ?", args + [v]
+        return [from_row(r) for r in self.conn.execute(sql + " ORDER BY rowid", args)]
 
     def by_source(self, source_type: str, *, agent_id: str, user_id: str) -> list[MemoryRecord]:
         """Records of one agent and user written from one source (``source_type``: e.g. the

@@ -29,6 +29,7 @@ import numpy as np
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
+from memlab.lifecycle.ttl import check_turn
 from memlab.store import Store
 from memlab.store.cache import FreshVectors
 from memlab.text import extract_entities, memory_terms
@@ -66,17 +67,21 @@ class WritePipeline:
         self.counters = counters
 
     # -- the steps ------------------------------------------------------------------------------
-    def prepare(self, items: Iterable[Mapping[str, Any]], *, now: float) -> list[Draft]:
-        """Step 1: validate every item (nothing read or written yet)."""
+    def prepare(self, items: Iterable[Mapping[str, Any]], *, now: float,
+                turn: int | None = None) -> list[Draft]:
+        """Step 1: validate every item (nothing read or written yet). ``turn``: the dialogue's
+        turn counter when known (TTL defaults, :func:`~.records.prepare`)."""
         if isinstance(items, Mapping) or isinstance(items, (str, bytes)):
             raise InvalidInput("items", "must be a list of items (mappings with a text)",
                                type(items).__name__)
+        check_turn(turn, "turn")
         drafts = []
         for i, it in enumerate(items):
             if not isinstance(it, Mapping):
                 raise InvalidInput(f"items[{i}]", "must be a mapping with a text",
                                    type(it).__name__)
-            drafts.append(prepare(it, index=i, now=now, cfg=self.config, tenant=self._tenant))
+            drafts.append(prepare(it, index=i, now=now, cfg=self.config, tenant=self._tenant,
+                                  turn=turn))
         return drafts
 
     def associations(self, texts: list[str], owner: tuple[str, str], now: float,
@@ -167,10 +172,10 @@ class WritePipeline:
 
     # -- add / add_many ---------------------------------------------------------------------------
     def write(self, items: Iterable[Mapping[str, Any]], *, now: float,
-              vectors: np.ndarray | None = None, replacing: Sequence[str] = ()
-              ) -> list[MemoryRecord]:
+              vectors: np.ndarray | None = None, replacing: Sequence[str] = (),
+              turn: int | None = None) -> list[MemoryRecord]:
         """add_many: every item is stored (an explicit write: a memory below the long-term
         threshold goes short term, never dropped), all or nothing."""
-        drafts = self.prepare(items, now=now)
+        drafts = self.prepare(items, now=now, turn=turn)
         self.score(drafts, now=now)
         return [r.record for r in self.commit(drafts, vectors=vectors, replacing=replacing)]

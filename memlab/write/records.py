@@ -24,6 +24,7 @@ from memlab.clock import to_unix
 from memlab.config import LayersConfig, MemlabConfig
 from memlab.errors import InvalidCell, InvalidInput
 from memlab.inputs import check_id, check_text, check_unicode
+from memlab.lifecycle.ttl import check_ttl
 from memlab.safety import screen_write
 from memlab.types import COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord
 
@@ -100,8 +101,13 @@ def cognitive_layer_of(text: str, *, layers: LayersConfig) -> str:
 
 
 def prepare(item: Mapping[str, Any], *, index: int, now: float, cfg: MemlabConfig,
-            tenant: TenantFn) -> Draft:
-    """Validate one item (see :meth:`memlab.api.MemoryStore.add_many` for its fields)."""
+            tenant: TenantFn, turn: int | None = None) -> Draft:
+    """Validate one item (see :meth:`memlab.api.MemoryStore.add_many` for its fields).
+
+    ``turn``: the dialogue's turn counter at this write, when known (Familiars): a ``ttl`` is
+    validated by :func:`memlab.lifecycle.ttl.check_ttl` (a turns TTL without ``created_turn``
+    gets ``turn``), and an ephemeral-scope item without a ttl gets ``{"kind": "turns", "turns":
+    ttl.ephemeral_turns, "created_turn": turn}`` (§5.2.1: cleared when the turn ends)."""
     it = dict(item)
     where = f"items[{index}]"
     text = check_text(it.pop("text", None), f"{where}.text",
@@ -127,6 +133,11 @@ def prepare(item: Mapping[str, Any], *, index: int, now: float, cfg: MemlabConfi
     if (scope is not None or category is not None) and (scope, category) not in VALID_CELLS:
         raise InvalidCell(f"{where}.(scope, category)", "not a valid Familiars cell "
                           "(familiars §5.2.3 VALID_CELLS)", (scope, category))
+    ttl = it.get("ttl")
+    if ttl is None and scope == "ephemeral" and turn is not None:
+        ttl = {"kind": "turns", "turns": cfg.ttl.ephemeral_turns}
+    if ttl is not None:
+        it["ttl"] = check_ttl(ttl, f"{where}.ttl", turn=turn)
     ts = it.pop("timestamp", None)
     ev = it.pop("event_time", None)
     mem_id = it.pop("id", None)
