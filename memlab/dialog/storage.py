@@ -45,7 +45,7 @@ def to_json(tree: DialogTree) -> str:
     nodes = [n.to_dict() for n in tree.nodes]
     try:
         lines = [_dumps(n) for n in nodes]
-    except ValueError as exc:   # NaN or inf in a node
+    except (TypeError, ValueError) as exc:   # NaN, inf or a non-JSON value in a node
         raise InvalidInput("nodes", f"not storable as JSON ({exc})", None) from None
     body = ",\n".join("    " + line for line in lines)
     nodes_text = "[\n" + body + "\n  ]" if lines else "[]"

@@ -69,6 +69,10 @@ def test_a_built_tree_round_trips_with_metadata_and_a_forest():
     assert back.roots == [0, 2] and back.node_of_memory("m_0a1b2c3d") == 0
     assert back.choose_parent(timestamp=101.5, embedding=[1.0, 0.0, 0.0]) == \
         tree.choose_parent(timestamp=101.5, embedding=[1.0, 0.0, 0.0])
+    tree[0].metadata["when"] = object()          # not JSON: refused by name, nothing written
+    with pytest.raises(InvalidInput) as err:
+        tree.to_json()
+    assert err.value.field == "nodes"
     assert DialogTree().to_json() == '{\n  "nodes": [],\n  "roots": [],\n  "_last_id": null\n}\n'
     assert len(DialogTree.from_json(DialogTree().to_json())) == 0
 
