@@ -336,6 +336,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
             counts["items_written"] += written
             if tree is not None:
                 counts.update(tree.counts)
+                counts["dialog tree: roots"] += len(tree.tree.roots)
             counts["items"] += n_items
         finally:
             store.close()

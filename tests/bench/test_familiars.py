@@ -99,6 +99,7 @@ def test_replay_fills_the_tree_distance_of_each_question_from_its_anchor(tmp_pat
         for row, hops in zip(rows["row"], rows["tree_distance"]):
             expect = want.get(rep.row_item[int(row)])
             assert (np.isnan(hops) if expect is None else hops == expect)
+    assert rep.counts["dialog tree: roots"] == len(tree.roots) and rep.counts["items"] == 8
     assert rep.counts["dialog tree: questions with an anchor"] + \
         rep.counts.get("dialog tree: questions without an anchor", 0) == 2
     # without the tree (the other presets): unknown throughout
