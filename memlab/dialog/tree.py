@@ -179,7 +179,8 @@ class DialogTree:
             return cand.parent                   # climb to the Q's parent (its A)
         return best
 
-    def choose_parent(self, text: str = "", *, timestamp: float, embedding: Any = None) -> int | None:
+    def choose_parent(self, text: str = "", *, timestamp: float,
+                      embedding: Any = None) -> int | None:
         """The node a new turn at ``timestamp`` would attach to (None: a new root), §5.4.1."""
         t = _time(timestamp, "timestamp")
         unit = self._unit(self._vector(text, embedding, query=False, where="embedding"))
