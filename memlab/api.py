@@ -27,6 +27,7 @@ from memlab.recall.associate import association_counts
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.access import AccessBuffer
+from memlab.recall.tree import TreeDistances, with_tree_distance
 from memlab.recall.fuzzy import fuzz_recall
 from memlab.recall.reader import ReaderResult, build_rag_context
 from memlab.recall.result import RecallResult
@@ -304,8 +305,12 @@ class MemoryStore:
         self._store.warm()
 
     def recall(self, query: str, *, k: int | None = None, clock: Clock | None = None,
-               agent_id: str | None = None, user_id: str | None = None) -> RecallResult:
-        """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``."""
+               agent_id: str | None = None, user_id: str | None = None,
+               tree: TreeDistances | None = None) -> RecallResult:
+        """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``.
+        ``tree``: hops from the query's anchor node in a dialogue tree, by memory id (a mapping
+        or a callable, e.g. ``DialogTree.memory_distances(anchor)``), the raw signal the
+        ``dialog_tree`` scorer reads (:mod:`memlab.recall.tree`); default: unknown."""
         query = check_text(query, "query", max_chars=self.config.recall.max_query_chars,
                            limit_name="recall.max_query_chars")
         cfg = self.config
@@ -320,7 +325,7 @@ class MemoryStore:
             qv = None if background is None else qv
         # every read of the store from here on sees one committed state (Store.read)
         result = self._store.read(
-            lambda: self._recall_read(query, qv, scope, now, k, notes, background))
+            lambda: self._recall_read(query, qv, scope, now, k, notes, background, tree))
         if cfg.fuzzy.enabled:   # §9.2: a projection of the texts, each swap logged
             try:
                 result = fuzz_recall(result, store=self._store, agent_id=scope.agent_id,
@@ -376,11 +381,14 @@ class MemoryStore:
             log.debug("memlab: audit row not written: %s", exc)
 
     def _recall_read(self, query: str, qv: np.ndarray | None, scope: Scope, now: float, k: int,
-                     notes: list[str], background: Background | None) -> RecallResult:
+                     notes: list[str], background: Background | None,
+                     tree: TreeDistances | None = None) -> RecallResult:
         cfg = self.config
         feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
                                dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg,
                                background=background)
+        if tree is not None:
+            feats = with_tree_distance(feats, [tree])
         table = feats.columns
         if not len(feats):
             reason = ("no memories stored for this agent and user"

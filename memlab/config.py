@@ -554,22 +554,33 @@ class SelectionConfig(_Section):
 
 
 class DialogTreeConfig(_Section):
-    alpha: float = _f(0.3, "Weight of cosine similarity (attach and query).", ge=0.0, le=10.0,
-                      spec="familiars §5.4")
-    beta: float = _f(0.3, "Weight of recency exp(-dt / recency_tau).", ge=0.0, le=10.0,
+    """Familiars' dialogue tree (§5.4-§5.6, :mod:`memlab.dialog`). alpha, beta and recency_tau
+    weigh both the attach score (§5.4.1) and the query score (§5.4.2), as the spec's single
+    DialogTree parameters do; a benchmark with ``bench.dialog_tree`` builds the tree during the
+    replay, so every field the attach reads is candidates stage (gamma and tree_tau are read only
+    by the scorer)."""
+
+    alpha: float = _f(0.3, "Weight of cosine similarity (attach and query). Candidates stage: the "
+                      "tree a replay builds (bench.dialog_tree) depends on it.", ge=0.0, le=10.0,
+                      stage="candidates", spec="familiars §5.4")
+    beta: float = _f(0.3, "Weight of recency exp(-dt / recency_tau) (attach and query). Candidates "
+                     "stage, as alpha.", ge=0.0, le=10.0, stage="candidates",
                      spec="familiars §5.4")
     gamma: float = _f(0.15, "Weight of exp(-tree_distance / tree_tau) at query.", ge=0.0, le=10.0,
                       spec="familiars §5.4")
-    delta: float = _f(0.35, "Weight of being the immediate predecessor at attach.", ge=0.0,
-                      le=10.0, spec="familiars §5.4", planned="issue 10")
-    tau_attach: float = _f(0.35, "Below this attach score a node starts a new root.", ge=-10.0,
-                           le=10.0, spec="familiars §5.4", planned="issue 10")
-    recency_tau: float = _f(600.0, "Recency decay time constant (seconds).", gt=0.0, le=1e9,
+    delta: float = _f(0.35, "Weight of being the immediate predecessor at attach (also when the "
+                      "query's anchor node is chosen).", ge=0.0, le=10.0, stage="candidates",
+                      spec="familiars §5.4")
+    tau_attach: float = _f(0.35, "Below this attach score a node starts a new root (a query: has "
+                           "no anchor node, so its tree distances are unknown).", ge=-10.0,
+                           le=10.0, stage="candidates", spec="familiars §5.4")
+    recency_tau: float = _f(600.0, "Recency decay time constant (seconds; attach and query). "
+                            "Candidates stage, as alpha.", gt=0.0, le=1e9, stage="candidates",
                             spec="familiars §5.4")
     tree_tau: float = _f(3.0, "Tree-distance decay scale (hops).", gt=0.0, le=1e6,
                          spec="familiars §5.4")
     title_max_chars: int = _f(40, "Node titles are cut to this many characters plus '…'.", ge=1,
-                              le=10_000, stage="runtime", spec="familiars §5.5", planned="issue 10")
+                              le=10_000, stage="runtime", spec="familiars §5.5")
 
 
 class WriterConfig(_Section):
@@ -1315,6 +1326,13 @@ class BenchConfig(_Section):
         "whose meta layer is permanent (a character card's) are written as given. Items it "
         "does not keep cannot be recalled. A benchmark has no LLM: gate.mode llm is refused "
         "there.", stage="ingest")
+    dialog_tree: bool = _f(
+        False, "Replay also builds one Familiars dialogue tree per conversation as its items "
+        "arrive (memlab.dialog; the conversation's 'user' speaker, else its first speaker, asks "
+        "Q nodes, every other speaker answers with A nodes) and fills the raw-signal table's "
+        "tree_distance: hops from the node each question would attach to (dialog_tree.*) to "
+        "each candidate's node. Off: tree_distance stays unknown (NaN).", stage="candidates",
+        spec="familiars §5.4")
     cache_dir: str = _f(".cache/memlab", "Folder of the persistent caches of benchmarks: embeddings "
                         "(a second run never re-embeds) and, under features/, replayed raw "
                         "signals.", stage="runtime")

@@ -168,7 +168,7 @@ def test_planned_fields_are_out_of_the_flat_dict_describe_and_features():
     assert set(LIVE) == set(flat)
     assert {r["key"] for r in describe()} == set(LIVE)
     # set in a config, a planned field changes neither the digest nor the features key
-    cfg = MemlabConfig().replace(**{"writer.max_chars_total": 7, "dialog_tree.tau_attach": 0.9,
+    cfg = MemlabConfig().replace(**{"writer.max_chars_total": 7, "vram.reserve_mb": 9.0,
                                     "layers.long_term_default_importance": 0.2})
     assert cfg.writer.max_chars_total == 7
     assert cfg.digest() == MemlabConfig().digest()
@@ -200,8 +200,8 @@ def test_every_preset_loads():
 
 def test_a_sweep_space_refuses_a_planned_field():
     with pytest.raises(ConfigError) as err:
-        Space.from_dict({"params": {"dialog_tree.tau_attach": {"float": [0.0, 1.0]}}})
-    assert err.value.key == "dialog_tree.tau_attach" and "planned" in err.value.rule
+        Space.from_dict({"params": {"vram.reserve_mb": {"float": [0.0, 1.0]}}})
+    assert err.value.key == "vram.reserve_mb" and "planned" in err.value.rule
 
 
 def test_no_sweep_file_names_a_planned_field():

@@ -194,8 +194,17 @@ def _replayed_table(ds, cfg):
     from memlab.bench.replay import replay
     from memlab.embed import make_embedder
 
+    # with the dialogue tree built (bench.dialog_tree): what the familiars preset replays
+    cfg = cfg.replace(**{"bench.dialog_tree": True})
     rep = replay(ds, cfg=cfg, embedder=make_embedder(cfg), cache=_NoCache(), progress=False)
     return rep.features.table
+
+
+def test_the_replay_scenario_fills_tree_distances(replay_dataset):
+    """The replay builds a dialogue tree whose distances reach the table (else a score-stage
+    field read by the tree's construction would go unseen)."""
+    table = _replayed_table(replay_dataset, BASE)
+    assert table["tree_distance"].notna().any() and (table["tree_distance"] > 0).any()
 
 
 @pytest.mark.parametrize("key", SCORE)

@@ -24,12 +24,14 @@ import pandas as pd
 from tqdm import tqdm
 
 from memlab.bench.datasets.canonical import Dataset, Item, Question
+from memlab.bench.tree import ConversationTree
 from memlab.clock import ReplayClock
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder
 from memlab.errors import ConfigError, DatasetError, InvalidInput
 from memlab.recall.background import background_for
 from memlab.recall.features import Features, empty_table
+from memlab.recall.tree import tree_distance_column
 from memlab.write.importance import score_importance
 
 
@@ -261,6 +263,12 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
         store = open_store(":memory:", config=store_cfg, embedder=embedder, clock=clock,
                            load_embedder=False)
         written = 0
+        tree = None
+        if cfg.bench.dialog_tree:
+            if doc_vecs is None:   # no embedder: no attach score, tree_distance stays unknown
+                counts["dialog tree: not built (no embedder)"] += 1
+            else:
+                tree = ConversationTree(items, cfg)
         try:
             qi = 0
             while qi < len(questions):
@@ -281,6 +289,8 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                     results = write_items(store, items[written:upto], batch, vecs,
                                           dataset=ds.card.name, writer=writer,
                                           message_vectors=mvecs)
+                    if tree is not None:
+                        tree.add(items[written:upto], vecs)
                     if writer:
                         for r in results:
                             counts["writer: " + (f"stored {r.layer}" if r.stored else
@@ -294,6 +304,12 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                                        now=asked.timestamp(), background=background)
                 timings["recall"] += time.perf_counter() - t2
                 tab = feats.table.copy()
+                if tree is not None and len(tab):
+                    t3 = time.perf_counter()
+                    tab["tree_distance"] = tree_distance_column(
+                        tab["qid"].to_numpy(), tab["row"].to_numpy(), feats.ids,
+                        [tree.distances(v, asked.timestamp()) for v in qv])
+                    timings["dialog_tree"] += time.perf_counter() - t3
                 local_rows = tab["row"].to_numpy()
                 uniq = np.unique(local_rows)
                 remap = {int(r): offset + int(r) for r in uniq}
@@ -318,6 +334,9 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                 row_item[g] = item_id
                 row_session[g] = sess.get(item_id, "")
             counts["items_written"] += written
+            if tree is not None:
+                counts.update(tree.counts)
+                counts["dialog tree: roots"] += len(tree.tree.roots)
             counts["items"] += n_items
         finally:
             store.close()
