@@ -39,6 +39,7 @@ from memlab.write.card import CardSync, anchor_items, load_card, plan_sync
 from memlab.write.correction import CorrectionResult, resolve_user_correction
 from memlab.write.interaction import (CorrectionHook, InteractionResult, remember,
                                       store_interaction)
+from memlab.write.familiars import apply_writes
 from memlab.write.pipeline import WritePipeline
 from memlab.write import facts, feedback as usage, pins
 
@@ -116,8 +117,8 @@ class MemoryStore:
         return self.add_many([{"text": text, **fields}], clock=clock)[0]
 
     def add_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
-                 vectors: np.ndarray | None = None, replacing: Sequence[str] = ()
-                 ) -> list[MemoryRecord]:
+                 vectors: np.ndarray | None = None, replacing: Sequence[str] = (),
+                 supersede: bool = False) -> list[MemoryRecord]:
         """Add memories in one all-or-nothing transaction, through the write pipeline
         (:mod:`memlab.write.pipeline`).
 
@@ -134,12 +135,20 @@ class MemoryStore:
         store's embedding cache. ``replacing``: ids deleted in the same transaction
         (:meth:`sync_card`). A write that tries to hijack identity or instructions raises
         UnsafeWrite (:mod:`memlab.safety`) and is audited; nothing of the batch is written.
+        ``supersede``: an item's ``supersedes`` must name a live memory of its owner, marked
+        deprecated in the same transaction (Familiars' writer, :mod:`memlab.write.familiars`).
         """
         now = to_unix((clock or self.clock).now())
         with self._refusals_audited(now):
-            stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing)
+            stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing,
+                                        supersede=supersede)
         self._bg_cached = self._bg_cached or self._bg_pending
         return stored
+
+    def write(self, writer_output: Any, **kwargs: Any):
+        """Apply a Familiars writer's output (familiars §5.7; :func:`memlab.write.familiars.
+        apply_writes`: budget, supersedes, evidence, ids ``m_`` + 8 hex)."""
+        return apply_writes(self, writer_output, **kwargs)
 
     @contextlib.contextmanager
     def _refusals_audited(self, now: float):

@@ -168,9 +168,9 @@ def test_planned_fields_are_out_of_the_flat_dict_describe_and_features():
     assert set(LIVE) == set(flat)
     assert {r["key"] for r in describe()} == set(LIVE)
     # set in a config, a planned field changes neither the digest nor the features key
-    cfg = MemlabConfig().replace(**{"writer.max_chars_total": 7, "dialog_tree.tau_attach": 0.9,
+    cfg = MemlabConfig().replace(**{"dialog_tree.tau_attach": 0.9,
                                     "layers.long_term_default_importance": 0.2})
-    assert cfg.writer.max_chars_total == 7
+    assert cfg.dialog_tree.tau_attach == 0.9
     assert cfg.digest() == MemlabConfig().digest()
     assert features_key(cfg) == features_key(MemlabConfig())
     # and a live field still does
@@ -224,7 +224,7 @@ def test_config_show_lists_planned_fields_with_their_issue(cli, tmp_path):
     assert {r["key"]: r["planned"] for r in shown} == {
         k: "issue 11" for k in PLANNED if k.startswith("vram.")}
     p = tmp_path / "w.yaml"
-    p.write_text("writer:\n  default_salience: 0.25\n", encoding="utf-8")
+    p.write_text("dialog_tree:\n  title_max_chars: 12\n", encoding="utf-8")
     ok = cli("config", "validate", p)
     assert ok.exit_code == 0, ok.output
-    assert "writer.default_salience = 0.25  (planned, issue 10: no behaviour yet)" in ok.stdout
+    assert "dialog_tree.title_max_chars = 12  (planned, issue 10: no behaviour yet)" in ok.stdout
