@@ -30,7 +30,9 @@ from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
 from memlab.safety import guard_user_message
-from memlab.store import Store
+from memlab.status import HITS, RECALLS, RETURNED, StoreStatus, store_status
+from memlab.store import Store, browse
+from memlab.store.snapshot import read_snapshot
 from memlab.store.cache import FreshVectors
 from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
 from memlab.types import MemoryRecord
@@ -318,6 +320,9 @@ class MemoryStore:
         # every read of the store from here on sees one committed state (Store.read)
         result = self._store.read(
             lambda: self._recall_read(query, qv, scope, now, k, notes, background))
+        self.stats[RECALLS] += 1               # hit statistics (memlab.status)
+        self.stats[HITS] += bool(len(result))
+        self.stats[RETURNED] += len(result)
         if cfg.fuzzy.enabled:   # §9.2: a projection of the texts, each swap logged
             try:
                 result = fuzz_recall(result, store=self._store, agent_id=scope.agent_id,
@@ -329,6 +334,27 @@ class MemoryStore:
             self.stats["fuzzy: memories projected"] += len(result)
             self.stats["fuzzy: swaps"] += len(result.swaps)
         return result
+
+    def status(self) -> StoreStatus:
+        """Counts of this store and this object's recall statistics (:mod:`memlab.status`)."""
+        return store_status(self._store, stats=self.stats)
+
+    def list_memories(self, *, limit: int, offset: int = 0, q: str | None = None,
+                      scope: str | None = None, category: str | None = None,
+                      agent_id: str | None = None, user_id: str | None = None
+                      ) -> tuple[int, list[MemoryRecord]]:
+        """One page of the agent's and user's memories, newest first: (matches in all, the
+        page). ``q``: the text contains it; ``scope``/``category``: Familiars cell filters."""
+        a, u = self._tenant(agent_id, user_id)
+        with read_snapshot(self._store.conn):
+            n, rows = browse.list_rowids(self._store.conn, agent_id=a, user_id=u, scope=scope,
+                                         category=category, q=q, limit=limit, offset=offset)
+            return n, self._store.repo.get_rows(rows)
+
+    def release_memory(self) -> dict[str, int]:
+        """Drop the in-process read indexes (they reload from SQLite at the next recall);
+        what each held (:meth:`memlab.store.Store.release`)."""
+        return self._store.release()
 
     def guarded_recall(self, user_message: str, **kwargs: Any) -> RecallResult:
         """:meth:`recall` behind the injection guard (§10 ``guard.memory_safe``): a user message

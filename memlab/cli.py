@@ -1,5 +1,5 @@
 """``memlab ...``: config, add, recall, store (check, rebuild), card (sync), history, pin, unpin,
-contradictions, datasets, bench, sweep, fit, jobs."""
+contradictions, datasets, bench, sweep, fit, jobs, status, serve."""
 
 from __future__ import annotations
 
@@ -460,12 +460,15 @@ def _mount() -> None:
     from memlab.bench.cli import bench
     from memlab.bench.datasets.cli import datasets_app
     from memlab.jobs.cli import jobs_app
+    from memlab.serve.cli import serve_cmd, status_cmd
     from memlab.tune.cli import sweep_cmd
 
     app.add_typer(datasets_app, name="datasets")
     app.add_typer(jobs_app, name="jobs")
     app.command("bench")(bench)
     app.command("sweep")(sweep_cmd)
+    app.command("status")(status_cmd)
+    app.command("serve")(serve_cmd)
 
 
 _mount()

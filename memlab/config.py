@@ -664,6 +664,21 @@ class WriterConfig(_Section):
         return v
 
 
+class ServeConfig(_Section):
+    """``memlab serve``: the HTTP API over one store (familiars §5.11)."""
+
+    host: str = _f("127.0.0.1", "Address the server binds. memlab's choice: loopback only; "
+                   "another address must be asked for explicitly (--host) and is logged as a "
+                   "warning.", stage="runtime", spec="familiars §5.11")
+    port: int = _f(8765, "TCP port of the server. memlab's choice.", ge=0, le=65535,
+                   stage="runtime")
+    page_default: int = _f(50, "Memories per page of GET /api/memory when the request gives no "
+                           "limit. memlab's choice.", ge=1, le=10_000, stage="runtime")
+    page_max: int = _f(500, "Most memories one GET /api/memory page returns (a larger limit is "
+                       "refused with 422). memlab's choice: bounds one response.", ge=1,
+                       le=100_000, stage="runtime")
+
+
 class GateConfig(_Section):
     """The autonomy gate of store_interaction (§5 _should_remember: a rule version or an LLM
     version): is this exchange worth remembering at all? What is kept and where is then decided by
@@ -1348,6 +1363,7 @@ class MemlabConfig(_Section):
     safety: SafetyConfig = SafetyConfig()
     baselines: BaselinesConfig = BaselinesConfig()
     bench: BenchConfig = BenchConfig()
+    serve: ServeConfig = ServeConfig()
 
     @model_validator(mode="after")
     def _cross_field(self) -> "MemlabConfig":
@@ -1362,6 +1378,9 @@ class MemlabConfig(_Section):
         if r.background_en_share >= r.background_zh_share:
             raise ConfigError("recall.background_en_share", "must be < recall.background_zh_share "
                               f"({r.background_zh_share})", r.background_en_share)
+        if self.serve.page_default > self.serve.page_max:
+            raise ConfigError("serve.page_default", f"must be <= serve.page_max "
+                              f"({self.serve.page_max})", self.serve.page_default)
         if self.entity.boost_each > self.entity.boost_cap:
             raise ConfigError("entity.boost_each", f"must be <= entity.boost_cap "
                               f"({self.entity.boost_cap})", self.entity.boost_each)
