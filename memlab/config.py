@@ -576,14 +576,22 @@ class DialogTreeConfig(_Section):
 #: "SCOPE/CATEGORY|TAG|SALIENCE|CONTENT TEMPLATE|REGEX" (the regex last: it may hold "|"); the
 #: template's {fields} are named groups of the regex, matched case-insensitively.
 WRITER_RULES: tuple[str, ...] = (
-    r"user/profile|name|0.8|用户名字是{value}|(?:我叫|我的名字是|我名字叫)\s*(?P<value>[^\s，。,.!！?？;；]{1,20})",
-    r"user/profile|name|0.8|The user's name is {value}|\b(?:my name is|call me)\s+(?P<value>[a-z][\w'-]*)",
-    r"user/preference|dislike|0.6|用户讨厌{value}|我(?:很|真的|非常|特别|最)?(?:讨厌|不喜欢|受不了)(?P<value>[^，。,.!！?？;；]{1,40})",
-    r"user/preference|like|0.6|用户喜欢{value}|我(?:很|真的|非常|特别|最)?(?:喜欢|爱吃|爱看|爱玩|热爱)(?P<value>[^，。,.!！?？;；]{1,40})",
-    r"user/preference|dislike|0.6|The user dislikes {value}|\bI (?:really |truly )?(?:hate|dislike|can't stand|don't like|do not like) (?P<value>[^,.!?;]{1,60})",
-    r"user/preference|like|0.6|The user likes {value}|\bI (?:really |truly )?(?:like|love|enjoy|adore) (?P<value>[^,.!?;]{1,60})",
-    r"dialogue/directive|reminder|0.7|记得{value}|(?:请|要)?(?:记得|记住|别忘了)(?P<value>[^。.!！?？;；]{1,80})",
-    r"dialogue/directive|reminder|0.7|Remember to {value}|\b(?:please )?(?:remember|don't forget) to (?P<value>[^.!?;]{1,80})",
+    r"user/profile|name|0.8|用户名字是{value}|(?:我叫|我的名字是|"
+    r"我名字叫)\s*(?P<value>[^\s，。,.!！?？;；]{1,20})",
+    r"user/profile|name|0.8|The user's name is {value}|\b(?:my name is|"
+    r"call me)\s+(?P<value>[a-z][\w'-]*)",
+    r"user/preference|dislike|0.6|用户讨厌{value}|我(?:很|真的|非常|特别|最)?(?:讨厌|不喜欢|"
+    r"受不了)(?P<value>[^，。,.!！?？;；]{1,40})",
+    r"user/preference|like|0.6|用户喜欢{value}|我(?:很|真的|非常|特别|最)?(?:喜欢|爱吃|爱看|爱玩|"
+    r"热爱)(?P<value>[^，。,.!！?？;；]{1,40})",
+    r"user/preference|dislike|0.6|The user dislikes {value}|\bI (?:really |truly )?(?:hate|dislike|can't stand|don't like|"
+    r"do not like) (?P<value>[^,.!?;]{1,60})",
+    r"user/preference|like|0.6|The user likes {value}|\bI (?:really |truly )?(?:like|love|enjoy|"
+    r"adore) (?P<value>[^,.!?;]{1,60})",
+    r"dialogue/directive|reminder|0.7|记得{value}|(?:请|要)?(?:记得|记住|"
+    r"别忘了)(?P<value>[^。.!！?？;；]{1,80})",
+    r"dialogue/directive|reminder|0.7|Remember to {value}|\b(?:please )?(?:remember|"
+    r"don't forget) to (?P<value>[^.!?;]{1,80})",
 )
 
 
