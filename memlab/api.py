@@ -34,7 +34,9 @@ from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
 from memlab.safety import guard_user_message
-from memlab.store import Store
+from memlab.status import HITS, RECALLS, RETURNED, StoreStatus, store_status
+from memlab.store import Store, browse
+from memlab.store.snapshot import read_snapshot
 from memlab.store.cache import FreshVectors
 from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
 from memlab.types import MemoryRecord
@@ -43,6 +45,7 @@ from memlab.write.card import CardSync, anchor_items, load_card, plan_sync
 from memlab.write.correction import CorrectionResult, resolve_user_correction
 from memlab.write.interaction import (CorrectionHook, InteractionResult, remember,
                                       store_interaction)
+from memlab.write.familiars import apply_writes
 from memlab.write.pipeline import WritePipeline
 from memlab.write import facts, feedback as usage, pins
 
@@ -127,7 +130,7 @@ class MemoryStore:
 
     def add_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
                  vectors: np.ndarray | None = None, replacing: Sequence[str] = (),
-                 turn: int | None = None) -> list[MemoryRecord]:
+                 turn: int | None = None, supersede: bool = False) -> list[MemoryRecord]:
         """Add memories in one all-or-nothing transaction, through the write pipeline
         (:mod:`memlab.write.pipeline`).
 
@@ -146,13 +149,20 @@ class MemoryStore:
         a turns ``ttl`` without ``created_turn`` and an ephemeral memory without a ttl get it,
         :mod:`memlab.lifecycle.ttl`). A write that tries to hijack identity or instructions raises
         UnsafeWrite (:mod:`memlab.safety`) and is audited; nothing of the batch is written.
+        ``supersede``: an item's ``supersedes`` must name a live memory of its owner, marked
+        deprecated in the same transaction (Familiars' writer, :mod:`memlab.write.familiars`).
         """
         now = to_unix((clock or self.clock).now())
         with self._refusals_audited(now):
             stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing,
-                                        turn=turn)
+                                        turn=turn, supersede=supersede)
         self._bg_cached = self._bg_cached or self._bg_pending
         return stored
+
+    def write(self, writer_output: Any, **kwargs: Any):
+        """Apply a Familiars writer's output (familiars §5.7; :func:`memlab.write.familiars.
+        apply_writes`: budget, supersedes, evidence, ids ``m_`` + 8 hex)."""
+        return apply_writes(self, writer_output, **kwargs)
 
     @contextlib.contextmanager
     def _refusals_audited(self, now: float):
@@ -326,6 +336,9 @@ class MemoryStore:
         # every read of the store from here on sees one committed state (Store.read)
         result = self._store.read(
             lambda: self._recall_read(query, qv, scope, now, k, notes, background, tree))
+        self.stats[RECALLS] += 1               # hit statistics (memlab.status)
+        self.stats[HITS] += bool(len(result))
+        self.stats[RETURNED] += len(result)
         if cfg.fuzzy.enabled:   # §9.2: a projection of the texts, each swap logged
             try:
                 result = fuzz_recall(result, store=self._store, agent_id=scope.agent_id,
@@ -337,6 +350,27 @@ class MemoryStore:
             self.stats["fuzzy: memories projected"] += len(result)
             self.stats["fuzzy: swaps"] += len(result.swaps)
         return result
+
+    def status(self) -> StoreStatus:
+        """Counts of this store and this object's recall statistics (:mod:`memlab.status`)."""
+        return store_status(self._store, stats=self.stats)
+
+    def list_memories(self, *, limit: int, offset: int = 0, q: str | None = None,
+                      scope: str | None = None, category: str | None = None,
+                      agent_id: str | None = None, user_id: str | None = None
+                      ) -> tuple[int, list[MemoryRecord]]:
+        """One page of the agent's and user's memories, newest first: (matches in all, the
+        page). ``q``: the text contains it; ``scope``/``category``: Familiars cell filters."""
+        a, u = self._tenant(agent_id, user_id)
+        with read_snapshot(self._store.conn):
+            n, rows = browse.list_rowids(self._store.conn, agent_id=a, user_id=u, scope=scope,
+                                         category=category, q=q, limit=limit, offset=offset)
+            return n, self._store.repo.get_rows(rows)
+
+    def release_memory(self) -> dict[str, int]:
+        """Drop the in-process read indexes (they reload from SQLite at the next recall);
+        what each held (:meth:`memlab.store.Store.release`)."""
+        return self._store.release()
 
     def guarded_recall(self, user_message: str, **kwargs: Any) -> RecallResult:
         """:meth:`recall` behind the injection guard (§10 ``guard.memory_safe``): a user message

@@ -1,5 +1,5 @@
 """``memlab ...``: config, add, recall, store (check, rebuild), card (sync), history, pin, unpin,
-contradictions, datasets, bench, sweep, fit, jobs."""
+contradictions, datasets, bench, sweep, fit, jobs, status, serve."""
 
 from __future__ import annotations
 
@@ -461,6 +461,7 @@ def _mount() -> None:
     from memlab.bench.datasets.cli import datasets_app
     from memlab.jobs.cli import jobs_app
     from memlab.lifecycle.cli import consolidate_cmd
+    from memlab.serve.cli import serve_cmd, status_cmd
     from memlab.tune.cli import sweep_cmd
     from memlab.vram.cli import vram_app
     from memlab.workspace.cli import workspace_app
@@ -472,6 +473,8 @@ def _mount() -> None:
     app.command("bench")(bench)
     app.command("sweep")(sweep_cmd)
     app.command("consolidate")(consolidate_cmd)
+    app.command("status")(status_cmd)
+    app.command("serve")(serve_cmd)
 
 
 _mount()

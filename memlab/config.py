@@ -38,7 +38,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_valid
                       model_validator)
 
 from memlab.errors import ConfigError
-from memlab.types import RETENTION_LAYERS
+from memlab.types import CATEGORIES, RETENTION_LAYERS, VALID_CELLS
 
 STAGES = ("score", "candidates", "ingest", "runtime")
 
@@ -583,20 +583,119 @@ class DialogTreeConfig(_Section):
                               le=10_000, stage="runtime", spec="familiars §5.5")
 
 
+#: The rule writer's patterns (memlab.write.familiars_rules), zh and en:
+#: "SCOPE/CATEGORY|TAG|SALIENCE|CONTENT TEMPLATE|REGEX" (the regex last: it may hold "|"); the
+#: template's {fields} are named groups of the regex, matched case-insensitively.
+WRITER_RULES: tuple[str, ...] = (
+    r"user/profile|name|0.8|用户名字是{value}|(?:我叫|我的名字是|"
+    r"我名字叫)\s*(?P<value>[^\s，。,.!！?？;；]{1,20})",
+    r"user/profile|name|0.8|The user's name is {value}|\b(?:my name is|"
+    r"call me)\s+(?P<value>[a-z][\w'-]*)",
+    r"user/preference|dislike|0.6|用户讨厌{value}|我(?:很|真的|非常|特别|最)?(?:讨厌|不喜欢|"
+    r"受不了)(?P<value>[^，。,.!！?？;；]{1,40})",
+    r"user/preference|like|0.6|用户喜欢{value}|我(?:很|真的|非常|特别|最)?(?:喜欢|爱吃|爱看|爱玩|"
+    r"热爱)(?P<value>[^，。,.!！?？;；]{1,40})",
+    r"user/preference|dislike|0.6|The user dislikes {value}|\bI (?:really |truly )?(?:hate|dislike|can't stand|don't like|"
+    r"do not like) (?P<value>[^,.!?;]{1,60})",
+    r"user/preference|like|0.6|The user likes {value}|\bI (?:really |truly )?(?:like|love|enjoy|"
+    r"adore) (?P<value>[^,.!?;]{1,60})",
+    r"dialogue/directive|reminder|0.7|记得{value}|(?:请|要)?(?:记得|记住|"
+    r"别忘了)(?P<value>[^。.!！?？;；]{1,80})",
+    r"dialogue/directive|reminder|0.7|Remember to {value}|\b(?:please )?(?:remember|"
+    r"don't forget) to (?P<value>[^.!?;]{1,80})",
+)
+
+
 class WriterConfig(_Section):
-    max_chars_total: int = _f(1500, "apply_writes greedy budget per turn (the first write always "
-                              "passes).", ge=1, le=10**8, stage="runtime", spec="familiars §5.7.3",
-                              planned="issue 10")
-    default_salience: float = _f(0.5, "Salience of an entry that gives none.", ge=0.0, le=1.0,
-                                 stage="runtime", spec="familiars §5.3.2", planned="issue 10")
-    default_category: str = _f("knowledge", "Category of an entry that gives none.",
-                               stage="runtime", spec="familiars §5.3.2", planned="issue 10")
+    """Familiars' MemoryWriter (§5.7): what a turn writes and the budget of one apply_writes."""
+
+    max_chars_total: int = _f(1500, "apply_writes greedy budget per turn: writes are accepted in "
+                              "order while the accepted contents total at most this many "
+                              "characters; the first write always passes, the first that would "
+                              "go over stops the turn (it and every later write are dropped).",
+                              ge=1, le=10**8, stage="runtime", spec="familiars §5.7.3")
+    default_salience: float = _f(0.5, "Salience of an entry that gives none (stored as the "
+                                 "memory's importance).", ge=0.0, le=1.0,
+                                 stage="runtime", spec="familiars §5.3.2")
+    default_category: Literal[CATEGORIES] = _f("knowledge", "Category of an entry that gives none.",
+                               stage="runtime", spec="familiars §5.3.2")
     default_agent_id: str = _f("agent_0", "Agent of a memory that names none.", stage="runtime",
                                spec="familiars §5.2.4")
     default_user_id: str = _f("user_0", "User of a memory that names none. memlab's choice.",
                               stage="runtime")
     schema_version: int = _f(2, "Familiars entry schema version.", ge=1, le=1000,
-                             stage="runtime", spec="familiars §5.3.1", planned="issue 10")
+                             stage="runtime", spec="familiars §5.3.1")
+    mode: Literal["rule", "llm"] = _f(
+        "rule", "Which writer decides what a turn writes: rule (writer.rules, zh and en) or llm "
+        "(the LLM through memlab.llm with writer.llm_prompt; an unreadable reply is an error, "
+        "counted, never a made-up write). memlab's choice: rule, no model needed.",
+        stage="runtime", spec="familiars §5.7.1")
+    rules: tuple[str, ...] = _f(
+        WRITER_RULES, "The rule writer's patterns, tried on the user message in order, each "
+        "matching rule one write: 'SCOPE/CATEGORY|TAG|SALIENCE|CONTENT TEMPLATE|REGEX' (template "
+        "fields are named groups of the regex; case-insensitive). memlab's choice: names, likes "
+        "and dislikes, reminders, zh and en.", stage="runtime", spec="familiars §5.7.1")
+    llm_prompt: str = _f(
+        "You are the memory writer of a companion AI. Decide what in the user's latest message is "
+        "worth remembering and answer with JSON only, in this shape:\n"
+        '{{"writes": [{{"op": "add" | "update" | "skip", "scope": "user" | "identity" | '
+        '"dialogue" | "ephemeral", "category": "<category>", "entry": {{"content": "<one '
+        'fact>", "tags": [], "salience": 0.0-1.0, "ttl": null, "supersedes_id": null, '
+        '"epistemic_status": "asserted" | "inferred" | "speculative", "pinned": false, '
+        '"source_quote": ["<the words it comes from>"]}}}}]}}\n'
+        "Valid (scope, category) cells: {valid_cells}. Nothing worth remembering: "
+        '{{"writes": []}}.\nConversation so far:\n{history}\nUser: {user_message}',
+        "Prompt of the LLM writer (fields {user_message}, {history}, {valid_cells}; literal "
+        "braces doubled). Its reply must be WriterOutput JSON (familiars §5.7.2), optionally in a "
+        "```json fence. memlab's choice.", stage="runtime", spec="familiars §5.7.2")
+
+    @field_validator("llm_prompt")
+    @classmethod
+    def _writer_prompt_fields(cls, v: str) -> str:
+        return _template_fields(v, ("user_message", "history", "valid_cells"))
+
+    @field_validator("rules")
+    @classmethod
+    def _rules(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, rule in enumerate(v):
+            parts = rule.split("|", 4)
+            if len(parts) != 5:
+                raise ValueError(f"item {i} ({rule!r}) must read "
+                                 "'SCOPE/CATEGORY|TAG|SALIENCE|CONTENT TEMPLATE|REGEX'")
+            cell, _tag, salience, template, regex = parts
+            if tuple(cell.split("/", 1)) not in VALID_CELLS:
+                raise ValueError(f"item {i}: {cell!r} is not a valid Familiars cell "
+                                 "(familiars §5.2.3)")
+            try:
+                s = float(salience)
+            except ValueError:
+                s = math.nan
+            if not 0.0 <= s <= 1.0:
+                raise ValueError(f"item {i}: salience {salience!r} must be a number in [0, 1]")
+            try:
+                groups = set(re.compile(regex).groupindex)
+            except re.error as exc:
+                raise ValueError(f"item {i}: the regex does not compile ({exc})") from None
+            names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+            if not names or names - groups:
+                raise ValueError(f"item {i}: the template must name groups of its regex "
+                                 f"(names {sorted(names)}, groups {sorted(groups)})")
+        return v
+
+
+class ServeConfig(_Section):
+    """``memlab serve``: the HTTP API over one store (familiars §5.11)."""
+
+    host: str = _f("127.0.0.1", "Address the server binds. memlab's choice: loopback only; "
+                   "another address must be asked for explicitly (--host) and is logged as a "
+                   "warning.", stage="runtime", spec="familiars §5.11")
+    port: int = _f(8765, "TCP port of the server. memlab's choice.", ge=0, le=65535,
+                   stage="runtime")
+    page_default: int = _f(50, "Memories per page of GET /api/memory when the request gives no "
+                           "limit. memlab's choice.", ge=1, le=10_000, stage="runtime")
+    page_max: int = _f(500, "Most memories one GET /api/memory page returns (a larger limit is "
+                       "refused with 422). memlab's choice: bounds one response.", ge=1,
+                       le=100_000, stage="runtime")
 
 
 class GateConfig(_Section):
@@ -1397,6 +1496,7 @@ class MemlabConfig(_Section):
     safety: SafetyConfig = SafetyConfig()
     baselines: BaselinesConfig = BaselinesConfig()
     bench: BenchConfig = BenchConfig()
+    serve: ServeConfig = ServeConfig()
 
     @model_validator(mode="after")
     def _cross_field(self) -> "MemlabConfig":
@@ -1411,6 +1511,9 @@ class MemlabConfig(_Section):
         if r.background_en_share >= r.background_zh_share:
             raise ConfigError("recall.background_en_share", "must be < recall.background_zh_share "
                               f"({r.background_zh_share})", r.background_en_share)
+        if self.serve.page_default > self.serve.page_max:
+            raise ConfigError("serve.page_default", f"must be <= serve.page_max "
+                              f"({self.serve.page_max})", self.serve.page_default)
         if self.entity.boost_each > self.entity.boost_cap:
             raise ConfigError("entity.boost_each", f"must be <= entity.boost_cap "
                               f"({self.entity.boost_cap})", self.entity.boost_each)

@@ -157,9 +157,9 @@ def test_planned_marks_name_an_issue_and_the_list_is_the_expected_one():
     assert PLANNED and all(re.fullmatch(r"issue \d+", r["planned"]) for r in ALL if r["planned"])
     assert set(PLANNED) == planned_keys()
     by_issue = {r["key"]: r["planned"] for r in ALL if r["planned"]}
-    assert all(v == "issue 11" for k, v in by_issue.items() if k.startswith("vram."))
-    assert all(v == "issue 10" for k, v in by_issue.items()
-               if k.split(".")[0] in ("writer", "consolidation", "ttl", "dialog_tree"))
+    # issues 10 (Familiars) and 11 (the VRAM gate) gave every field of theirs behaviour
+    assert by_issue == {"layers.long_term_default_importance": "issue 9",
+                        "layers.short_term_default_importance": "issue 9"}
 
 
 def test_planned_fields_are_out_of_the_flat_dict_describe_and_features():
@@ -168,9 +168,9 @@ def test_planned_fields_are_out_of_the_flat_dict_describe_and_features():
     assert set(LIVE) == set(flat)
     assert {r["key"] for r in describe()} == set(LIVE)
     # set in a config, a planned field changes neither the digest nor the features key
-    cfg = MemlabConfig().replace(**{"writer.max_chars_total": 7, "vram.reserve_mb": 9.0,
-                                    "layers.long_term_default_importance": 0.2})
-    assert cfg.writer.max_chars_total == 7
+    cfg = MemlabConfig().replace(**{"layers.long_term_default_importance": 0.2,
+                                    "layers.short_term_default_importance": 0.1})
+    assert cfg.layers.long_term_default_importance == 0.2
     assert cfg.digest() == MemlabConfig().digest()
     assert features_key(cfg) == features_key(MemlabConfig())
     # and a live field still does
@@ -179,16 +179,16 @@ def test_planned_fields_are_out_of_the_flat_dict_describe_and_features():
 
 def test_a_yaml_setting_planned_fields_still_loads(tmp_path):
     p = tmp_path / "planned.yaml"
-    p.write_text("writer:\n  max_chars_total: 900\nvram:\n  reserve_mb: 1.0\n"
-                 "consolidation.min_cluster_size: 3\n", encoding="utf-8")
+    p.write_text("layers:\n  long_term_default_importance: 0.9\n"
+                 "layers.short_term_default_importance: 0.2\n", encoding="utf-8")
     cfg = MemlabConfig.from_yaml(p)
-    assert (cfg.writer.max_chars_total, cfg.vram.reserve_mb,
-            cfg.consolidation.min_cluster_size) == (900, 1.0, 3)
+    assert (cfg.layers.long_term_default_importance,
+            cfg.layers.short_term_default_importance) == (0.9, 0.2)
     cfg.to_yaml(tmp_path / "back.yaml")
     assert MemlabConfig.from_yaml(tmp_path / "back.yaml") == cfg
     with pytest.raises(ConfigError) as err:   # still validated
-        MemlabConfig().replace(**{"vram.priority_nice": 9})
-    assert err.value.key == "vram.priority_nice"
+        MemlabConfig().replace(**{"layers.short_term_default_importance": 9})
+    assert err.value.key == "layers.short_term_default_importance"
 
 
 def test_every_preset_loads():
@@ -200,8 +200,8 @@ def test_every_preset_loads():
 
 def test_a_sweep_space_refuses_a_planned_field():
     with pytest.raises(ConfigError) as err:
-        Space.from_dict({"params": {"vram.reserve_mb": {"float": [0.0, 1.0]}}})
-    assert err.value.key == "vram.reserve_mb" and "planned" in err.value.rule
+        Space.from_dict({"params": {"layers.long_term_default_importance": {"float": [0.0, 1.0]}}})
+    assert err.value.key == "layers.long_term_default_importance" and "planned" in err.value.rule
 
 
 def test_no_sweep_file_names_a_planned_field():
@@ -220,13 +220,14 @@ def test_config_show_lists_planned_fields_with_their_issue(cli, tmp_path):
     for r in ALL:
         cell = r["planned"] or "-"
         assert re.search(rf"\s{r['stage']}\s+{re.escape(cell)}\s", rows[r["key"]]), r["key"]
-    shown = json.loads(cli("config", "show", "--format", "json", "--section", "vram").stdout)
+    shown = json.loads(cli("config", "show", "--format", "json", "--section", "layers").stdout)
     assert {r["key"]: r["planned"] for r in shown} == {
-        r["key"]: r["planned"] for r in ALL if r["key"].startswith("vram.")}
-    assert {r["key"] for r in shown if r["planned"] == "issue 11"} == {
-        k for k in PLANNED if k.startswith("vram.")}
+        r["key"]: r["planned"] for r in ALL if r["key"].startswith("layers.")}
+    assert {r["key"] for r in shown if r["planned"] == "issue 9"} == {
+        k for k in PLANNED if k.startswith("layers.")}
     p = tmp_path / "w.yaml"
-    p.write_text("writer:\n  default_salience: 0.25\n", encoding="utf-8")
+    p.write_text("layers:\n  short_term_default_importance: 0.25\n", encoding="utf-8")
     ok = cli("config", "validate", p)
     assert ok.exit_code == 0, ok.output
-    assert "writer.default_salience = 0.25  (planned, issue 10: no behaviour yet)" in ok.stdout
+    assert ("layers.short_term_default_importance = 0.25  (planned, issue 9: no behaviour yet)"
+            in ok.stdout)

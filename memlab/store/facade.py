@@ -207,6 +207,23 @@ class Store:
         if self.dense is not None and self.dense.index is not None:
             self.dense.index.stale = True
 
+    def release(self) -> dict[str, int]:
+        """Free the in-process read indexes (the MemoryIndex and the dense ExactIndex; they hold
+        every agent and user of the store in one array): the next read reloads them from the
+        store, as after :meth:`resync`. Returns the rows each held. Nothing stored changes."""
+        held = {"memory_index": 0 if self._memory_index is None else len(self._memory_index),
+                "dense_index": 0}
+        self._memory_index = None
+        self._read_once = True
+        if self.dense is not None and self.dense.index is not None:
+            old = self.dense.index
+            held["dense_index"] = len(old)
+            fresh = ExactIndex(dim=old.dim, dtype=old.dtype, int8_scale=old.int8_scale,
+                               gather_fraction=old.gather_fraction)
+            fresh.stale = True   # empty: the next sync reloads it
+            self.dense.index = fresh
+        return held
+
     def warm(self) -> None:
         """Load (or bring up to date) the in-process read indexes now, from one snapshot."""
         def load() -> None:

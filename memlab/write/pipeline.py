@@ -21,6 +21,7 @@ both, so it stores exactly what it did before the pipeline existed.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from memlab.types import MemoryRecord
 from memlab.write.importance import score_importance
 from memlab.write.layers import Budget, choose_layer
 from memlab.write.facts import supersede_step
+from memlab.write.familiars import deprecate_superseded
 from memlab.write.pins import check_pin_cap
 from memlab.write.records import Draft, TenantFn, finish, prepare
 
@@ -116,19 +118,24 @@ class WritePipeline:
                     associated=a, cfg=cfg.importance, term_cap=cfg.recall.term_cap,
                     text_cap=cfg.recall.text_cap)
 
-    def govern(self, repo, records: list[MemoryRecord]) -> list[MemoryRecord]:
-        """The lifecycle step of every write, inside its transaction (§6.1, §11.3): fact keys and
+    def govern(self, repo, records: list[MemoryRecord], *, supersede: bool = False
+               ) -> list[MemoryRecord]:
+        """The lifecycle step of every write, inside its transaction (§6.1, §11.3): with
+        ``supersede`` the memories the records name in ``supersedes`` are marked deprecated
+        (Familiars, :func:`memlab.write.familiars.deprecate_superseded`); fact keys and
         supersession of older revisions (:func:`memlab.write.facts.supersede_step`), then the
         pin cap (:func:`memlab.write.pins.check_pin_cap`)."""
+        if supersede:
+            deprecate_superseded(repo, records)
         records = supersede_step(repo, records, self.config)
         check_pin_cap(repo, records, self.config)
         return records
 
     def commit(self, drafts: Sequence[Draft], *, vectors: np.ndarray | None = None,
-               replacing: Sequence[str] = ()) -> list[Routed]:
+               replacing: Sequence[str] = (), supersede: bool = False) -> list[Routed]:
         """Steps 4-5: embed (unless ``vectors`` are given), then route and insert in one
         transaction. One :class:`Routed` per draft, in order. ``replacing``: ids deleted in the
-        same transaction (a character card's re-sync)."""
+        same transaction (a character card's re-sync). ``supersede``: see :meth:`govern`."""
         if not drafts:
             if replacing:
                 self.store.add([], terms=[], entities=[], replacing=replacing)
@@ -163,7 +170,9 @@ class WritePipeline:
             return out
 
         stored = iter(self.store.add(build, terms=terms, entities=ents, vectors=vectors,
-                                     fresh=fresh, replacing=replacing, prepare=self.govern))
+                                     fresh=fresh, replacing=replacing,
+                                     prepare=functools.partial(self.govern,
+                                                               supersede=supersede)))
         # the records as stored (embedding status and model version) in place of the built ones
         routed[:] = [Routed(next(stored), r.layer, r.threshold) if r.record is not None else r
                      for r in routed]
@@ -173,9 +182,11 @@ class WritePipeline:
     # -- add / add_many ---------------------------------------------------------------------------
     def write(self, items: Iterable[Mapping[str, Any]], *, now: float,
               vectors: np.ndarray | None = None, replacing: Sequence[str] = (),
-              turn: int | None = None) -> list[MemoryRecord]:
+              turn: int | None = None, supersede: bool = False) -> list[MemoryRecord]:
         """add_many: every item is stored (an explicit write: a memory below the long-term
-        threshold goes short term, never dropped), all or nothing."""
+        threshold goes short term, never dropped), all or nothing. ``supersede``: see
+        :meth:`govern`."""
         drafts = self.prepare(items, now=now, turn=turn)
         self.score(drafts, now=now)
-        return [r.record for r in self.commit(drafts, vectors=vectors, replacing=replacing)]
+        return [r.record for r in self.commit(drafts, vectors=vectors, replacing=replacing,
+                                              supersede=supersede)]

@@ -1,0 +1,211 @@
+"""The HTTP API over one store (familiars §5.11): a FastAPI app, served by ``memlab serve``.
+
+=============================================  ===================================================
+``GET /api/memory_status``                     :func:`memlab.status.store_status` as JSON
+``GET /api/memory``                            a page of memories: ``q`` (text contains),
+                                               ``scope``, ``category``, ``agent_id``, ``user_id``,
+                                               ``limit`` (1..``serve.page_max``, default
+                                               ``serve.page_default``), ``offset``; newest first,
+                                               with ``total`` and ``next_offset`` (null: last page)
+``POST /api/memory``                           WriterOutput JSON (``writes``) plus optional
+                                               ``agent_id``, ``user_id``, ``dialogue_id``,
+                                               ``turn_id``, ``turn_counter``: applied by
+                                               :func:`memlab.write.familiars.apply_writes`;
+                                               returns the new ids, dropped and skipped writes
+``POST /api/agents/{agent_id}/release-memory``  runs every releaser (see below) for the agent
+``GET /api/recall?q=...&k=...``                the store's recall: ids, texts, scores
+=============================================  ===================================================
+
+Errors: a malformed request is 422 with ``detail`` naming the field (FastAPI's own validation,
+``loc``; memlab's refusals, :class:`~memlab.errors.InvalidInput`, with ``field`` = the name memlab
+gives it, e.g. ``writes[2].entry.salience``, the rule and the value). With a token every request
+needs ``Authorization: Bearer <token>`` (compared in constant time): 401 otherwise.
+
+Concurrency: a store's SQLite connection, its transactions and its in-process indexes are not
+made for several threads at once (one connection: two threads would interleave inside one
+transaction). The endpoints are ``async`` and hand every use of the store to ONE store thread (a
+single-worker executor, ``app.state.store_executor``): store calls run one after another, each
+write committed before its response, while the event loop keeps accepting, parsing and answering
+requests. (memlab's choice over a lock around FastAPI's thread pool of sync endpoints: there, up
+to 40 threads wait on the lock, and in a trial of 400 requests at once on 2 busy cores the median
+response came at 95% of the burst's wall time; with the store thread, at 70%.)
+
+Releasers: ``POST /api/agents/{id}/release-memory`` calls each ``releasers[name](agent_id)`` and
+returns their results by name. The default is ``{"indexes": ...}``: the store's in-process read
+indexes, which hold every agent of the store in one array, so releasing one agent drops them for
+all (they reload from SQLite at the next recall; nothing stored changes). The hook for resident
+models (the VRAM gate, issue 11): pass ``create_app(..., releasers={"vram": gate_release})``, a
+callable ``(agent_id) -> JSON-ready result``, or add one to ``app.state.releasers``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import math
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from memlab.api import MemoryStore, open_store
+from memlab.config import MemlabConfig
+from memlab.errors import InvalidInput, MemlabError, StoreLocked
+from memlab.inputs import check_id
+
+try:
+    from fastapi import Depends, FastAPI, Query, Request
+    from fastapi.responses import JSONResponse
+    from pydantic import BaseModel, ConfigDict, Field
+except ImportError as exc:  # pragma: no cover - the serve extra is installed in the dev venv
+    raise ImportError("memlab serve needs FastAPI and uvicorn: pip install 'memlab[serve]'") \
+        from exc
+
+Releaser = Callable[[str], Any]
+
+
+class WriteRequest(BaseModel):
+    """The body of ``POST /api/memory``: WriterOutput (familiars §5.7.2) and where it was said."""
+
+    model_config = ConfigDict(extra="forbid")
+    writes: list[dict[str, Any]]
+    agent_id: str | None = Field(None, min_length=1)
+    user_id: str | None = Field(None, min_length=1)
+    dialogue_id: str | None = Field(None, min_length=1)
+    turn_id: str | None = Field(None, min_length=1)
+    turn_counter: int | None = Field(None, ge=0)
+
+
+def _record(r) -> dict[str, Any]:
+    return {"id": r.id, "text": r.text, "scope": r.scope, "category": r.category,
+            "tags": list(r.tags), "importance": r.importance, "timestamp": r.timestamp,
+            "retention_layer": r.retention_layer, "lifecycle_state": r.lifecycle_state,
+            "deprecated": r.deprecated, "pinned": r.pinned, "supersedes": r.supersedes,
+            "evidence": dict(r.evidence) if r.evidence is not None else None,
+            "agent_id": r.agent_id, "user_id": r.user_id}
+
+
+def _json_number(v: float) -> float | None:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None, *,
+               token: str | None = None, releasers: Mapping[str, Releaser] | None = None
+               ) -> "FastAPI":
+    """The API over ``store``: a :class:`~memlab.api.MemoryStore` (left open at shutdown) or a
+    store path (opened with ``cfg`` and closed at shutdown). ``token``: required as a bearer
+    token on every request (None: no authentication; bind to 127.0.0.1 then). ``releasers``:
+    more release-memory hooks beside the store's indexes (module docstring)."""
+    owned = not isinstance(store, MemoryStore)
+    st: MemoryStore = open_store(store, config=cfg) if owned else store
+    cfg = st.config
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlab-store")
+
+    async def on_store(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the store thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            executor, functools.partial(fn, *args, **kwargs))
+
+    def release_indexes(agent_id: str) -> dict[str, int]:
+        return st.release_memory()
+
+    app = FastAPI(title="memlab", summary="Familiars memory API (familiars §5.11)")
+    app.state.store, app.state.store_executor = st, executor
+    app.state.releasers = {"indexes": release_indexes, **dict(releasers or {})}
+
+    def shutdown() -> None:
+        if owned:
+            executor.submit(st.close).result()
+        executor.shutdown(wait=True)
+
+    app.router.on_shutdown.append(shutdown)
+
+    def authorised(request: Request) -> None:
+        if token is None:
+            return
+        got = request.headers.get("authorization", "")
+        scheme, _, value = got.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+                value.strip().encode("utf-8"), token.encode("utf-8")):
+            raise _Unauthorised()
+
+    @app.exception_handler(_Unauthorised)
+    def _401(request: Request, exc: _Unauthorised) -> JSONResponse:
+        return JSONResponse({"detail": "missing or wrong token (Authorization: Bearer <token>)"},
+                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(InvalidInput)
+    def _422(request: Request, exc: InvalidInput) -> JSONResponse:
+        value = exc.value if isinstance(exc.value, (str, int, float, bool, type(None))) \
+            else repr(exc.value)
+        return JSONResponse({"detail": [{"field": exc.field, "msg": exc.rule, "input": value,
+                                         "type": type(exc).__name__, "error": str(exc)}]},
+                            status_code=422)
+
+    @app.exception_handler(StoreLocked)
+    def _503(request: Request, exc: StoreLocked) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    @app.exception_handler(MemlabError)
+    def _400(request: Request, exc: MemlabError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "type": type(exc).__name__}, status_code=400)
+
+    auth = [Depends(authorised)]
+
+    @app.get("/api/memory_status", dependencies=auth)
+    async def memory_status() -> dict[str, Any]:
+        return (await on_store(st.status)).to_dict()
+
+    @app.get("/api/memory", dependencies=auth)
+    async def list_memory(q: str | None = Query(None, min_length=1,
+                                          max_length=cfg.recall.max_query_chars),
+                    scope: str | None = Query(None, min_length=1),
+                    category: str | None = Query(None, min_length=1),
+                    agent_id: str | None = Query(None, min_length=1),
+                    user_id: str | None = Query(None, min_length=1),
+                    limit: int = Query(cfg.serve.page_default, ge=1, le=cfg.serve.page_max),
+                    offset: int = Query(0, ge=0)) -> dict[str, Any]:
+        total, recs = await on_store(st.list_memories, limit=limit, offset=offset, q=q,
+                                     scope=scope, category=category, agent_id=agent_id,
+                                     user_id=user_id)
+        nxt = offset + len(recs)
+        return {"total": total, "offset": offset, "limit": limit,
+                "next_offset": nxt if nxt < total else None,
+                "memories": [_record(r) for r in recs]}
+
+    @app.post("/api/memory", dependencies=auth)
+    async def write_memory(body: WriteRequest) -> dict[str, Any]:
+        out = await on_store(st.write, {"writes": body.writes}, agent_id=body.agent_id,
+                             user_id=body.user_id, dialogue_id=body.dialogue_id,
+                             turn_id=body.turn_id, turn_counter=body.turn_counter)
+        return {"ids": out.ids, "indices": list(out.indices),
+                "dropped": [{"index": d.index, "chars": d.chars, "total_before": d.total_before}
+                            for d in out.dropped],
+                "skipped": list(out.skipped), "chars": out.chars, "budget": out.budget}
+
+    @app.post("/api/agents/{agent_id}/release-memory", dependencies=auth)
+    async def release_memory(agent_id: str) -> dict[str, Any]:
+        agent_id = check_id(agent_id, "agent_id")
+        done = {name: await on_store(fn, agent_id) for name, fn in app.state.releasers.items()}
+        return {"agent_id": agent_id, "released": done}
+
+    @app.get("/api/recall", dependencies=auth)
+    async def recall(q: str = Query(..., min_length=1, max_length=cfg.recall.max_query_chars),
+               k: int | None = Query(None, ge=1), agent_id: str | None = Query(None, min_length=1),
+               user_id: str | None = Query(None, min_length=1)) -> dict[str, Any]:
+        res = await on_store(st.recall, q, k=k, agent_id=agent_id, user_id=user_id)
+        frame = res.frame
+        scores = frame["score"].tolist() if len(res) else []
+        return {"query": res.query, "empty_reason": res.empty_reason, "notes": list(res.notes),
+                "memories": [{"rank": i + 1, "id": m.id, "text": m.text,
+                              "score": _json_number(float(s))}
+                             for i, (m, s) in enumerate(zip(res.memories, scores))]}
+
+    return app
+
+
+class _Unauthorised(Exception):
+    """A request without the server's token (answered 401)."""
+
+
+__all__ = ["WriteRequest", "create_app"]
