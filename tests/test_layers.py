@@ -12,7 +12,7 @@ PACKAGE = Path(memlab.__file__).resolve().parent
 
 #: bottom to top; a layer may import from itself and from every layer with a smaller rank
 RANK = {
-    "errors": 0, "types": 0, "clock": 0, "version": 0,
+    "errors": 0, "types": 0, "clock": 0, "version": 0, "files": 0,
     "config": 1, "inputs": 1, "text": 1,
     "safety": 1.5,       # pure checks of what is written and recalled (config, errors, types only)
     "embed": 2, "llm": 2,

@@ -20,8 +20,6 @@ ids are used as given, ``agent_0`` by default, as the workspace paths of §5.2.4
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from memlab.config import DialogTreeConfig, MemlabConfig
 from memlab.dialog.node import JSON_KEYS, node_from_dict
 from memlab.dialog.tree import DialogTree
 from memlab.errors import InvalidInput, StoreError
+from memlab.files import write_atomic
 
 __all__ = ["to_json", "from_json", "save", "load", "dialogue_path", "DOC_KEYS"]
 
@@ -128,14 +127,7 @@ def save(tree: DialogTree, path: str | Path) -> Path:
     text = to_json(tree)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, text)
     except OSError as exc:
         raise StoreError(f"{path}: cannot write the dialogue tree ({exc})", path=str(path)) \
             from None

@@ -30,14 +30,13 @@ same workspace twice changes nothing; when it differs, its file is refused with 
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, MemlabError, WorkspaceError
+from memlab.files import write_atomic
 from memlab.safety import screen_write
 from memlab.store import Store
 from memlab.store.records import validate_record
@@ -86,20 +85,9 @@ def export_workspace(store: Store, directory: str | Path, *, agent_id: str | Non
         result.records += 1
     for path, entries in sorted(by_file.items()):
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, "".join(entries))
+        write_atomic(path, "".join(entries))
         result.files.append(path.relative_to(root.resolve()).as_posix())
     return result
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass
