@@ -118,7 +118,20 @@ def configs(opt: dict[str, Any], base: MemlabConfig) -> dict[str, list[MemlabCon
 _WORKER: dict[str, Any] = {}
 
 
+def selection_path(opt: dict[str, Any]) -> str:
+    """Set the selection path ``--selection`` asks for (auto: the numba kernels where numba
+    imports); returns the one in use."""
+    from memlab.tune import kernels, rescore
+
+    if opt.get("selection", "auto") == "numpy":
+        rescore.KERNELS = False
+    elif opt.get("selection") == "numba" and not kernels.AVAILABLE:
+        raise SystemExit(f"--selection numba: {kernels.WHY}")
+    return "numba" if rescore.KERNELS else "numpy"
+
+
 def _init(opt: dict[str, Any]) -> None:
+    selection_path(opt)
     ds, cfg, emb = setup(opt)
     rep = replay_cached(ds, cfg, embedder=emb, progress=False)
     _WORKER.update(rep=rep, cfgs=configs(opt, cfg))
@@ -163,7 +176,7 @@ def _rate(fn, n: int, repeats: int) -> dict[str, Any]:
 
 
 def run(opt: dict[str, Any]) -> dict[str, Any]:
-    res: dict[str, Any] = {}
+    res: dict[str, Any] = {"selection": selection_path(opt)}
     ds, base, emb = setup(opt)
     t0 = time.perf_counter()
     rep = replay_cached(ds, base, embedder=emb, progress=True)
@@ -176,7 +189,13 @@ def run(opt: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     per_query(rep, base)
     res["prepare_s"] = time.perf_counter() - t0
-    print(f"{res['questions']} questions, {res['rows']} rows; prepared in {res['prepare_s']:.2f} s")
+    from memlab.tune import kernels
+
+    res["kernels"] = {"available": kernels.AVAILABLE, "compile_s": kernels.stats["compile_s"],
+                      "disk_cache": kernels.stats["cached"], "warmed": kernels.stats["warmed"]}
+    print(f"{res['questions']} questions, {res['rows']} rows; prepared in {res['prepare_s']:.2f} s"
+          f" (selection: {res['selection']}; kernels compiled or loaded in "
+          f"{res['kernels']['compile_s']:.2f} s of it)")
     for regime, cfgs in regimes.items():
         per_query(rep, cfgs[0])                # the dedup arrays, built on first need
         res[f"cached_1core_{regime}"] = _rate(lambda: _each(rep, cfgs, per_query), len(cfgs),
@@ -274,6 +293,11 @@ def print_report(report: dict[str, Any]) -> None:
         print(table(report).to_string())
     print(f"prepare once per replay: {r['prepare_s']:.2f} s; cache load {r['cache_load_s']:.2f} s "
           f"(hit: {r['cache_hit']})")
+    if "selection" in r:
+        k = r.get("kernels", {})
+        print(f"selection path: {r['selection']}; numba kernels compiled or loaded from the disk "
+              f"cache at prepare: {k.get('compile_s', 0.0):.2f} s (disk cache: "
+              f"{k.get('disk_cache')}), outside the timed loops")
     for regime in ("space", "weights"):
         print(f"ratio full replay / cached ({regime}): "
               f"{r[f'ratio_replay_to_cached_1core_{regime}']:.0f}x on 1 core, "
@@ -305,6 +329,9 @@ def parse(argv: Sequence[str] | None) -> dict[str, Any]:
     p.add_argument("--seed", type=int, default=0, help="sampler seed (0)")
     p.add_argument("--json", type=Path, default=ROOT / "results" / "sweep_throughput.json")
     p.add_argument("--quick", action="store_true", help="100 configurations, 1 repeat")
+    p.add_argument("--selection", choices=("auto", "numba", "numpy"), default="auto",
+                   help="selection path: the numba kernels where numba imports (auto), or "
+                        "forced (same results)")
     a = p.parse_args(argv)
     options = {}
     pairs = a.option if a.option is not None else (
@@ -320,7 +347,8 @@ def parse(argv: Sequence[str] | None) -> dict[str, Any]:
             "cache_dir": str(Path(a.cache_dir).resolve()), "configs": a.configs,
             "reference_configs": a.reference_configs, "repeats": a.repeats,
             "workers": a.workers, "replay_conversations": a.replay_conversations,
-            "replay_repeats": a.replay_repeats, "seed": a.seed, "json": str(a.json)}
+            "replay_repeats": a.replay_repeats, "seed": a.seed, "json": str(a.json),
+            "selection": a.selection}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

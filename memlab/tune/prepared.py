@@ -31,6 +31,7 @@ from memlab.bench.replay import Replayed
 from memlab.bench.run import question_keys
 from memlab.recall.features import COLUMNS, COGNITIVE_CODES, LAYER_CODES, column, n_rows
 from memlab.recall.score import INTENT_FIRST, REVERIE_MEMORY_COLUMNS, floor_z
+from memlab.tune import kernels
 from memlab.tune.dense import Layout, layout
 
 __all__ = ["Prepared", "prepared", "RowSubset", "MAX_DEDUP_MEMORIES"]
@@ -234,6 +235,8 @@ class Prepared:
         # the Jaccards themselves, where they fit (what jaccard() computes, looked up)
         self.jac = np.concatenate(jac_blocks) if jac_blocks else None
         self.empty_terms = bool((self.n_terms == 0).any())
+        if self.jac is None:
+            kernels.warm(self.inter.dtype)   # the kernel reads these counts
         self._dedup_ready = True
 
     def jaccard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -318,6 +321,34 @@ class Prepared:
         return layout(self)
 
     @cached_property
+    def q_starts(self) -> np.ndarray:
+        """Where each question's rows start (qid-sorted tables), and the end: n_q + 1 offsets."""
+        return np.searchsorted(self.qid, np.arange(self.n_q + 1)).astype(np.int64)
+
+    @cached_property
+    def floor_orders(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each question's rows by cosine, by floor z-score and by lexical overlap, descending
+        (NaN last; ties in table order), concatenated in question order (qid-sorted tables):
+        the rows that pass a floor on one of them are a prefix of its question's run."""
+        return tuple(np.lexsort((-v, self.qid)).astype(np.int64)
+                     for v in (self.cosine, self.z, self.lexical))
+
+    @property
+    def fused_ok(self) -> bool:
+        """Whether :func:`memlab.tune.kernels.reverie_select` serves this table: qid-sorted, and
+        every conversation with an intersection matrix (its Jaccards)."""
+        got = self.__dict__.get("_fused_ok")
+        if got is None:
+            got = self.__dict__["_fused_ok"] = bool(
+                self.qid_sorted and (self.dedup_arrays().inter_base >= 0).all())
+        return got
+
+    @cached_property
+    def permanent(self) -> np.ndarray:
+        """Rows of the permanent layer (selection caps them)."""
+        return np.ascontiguousarray(self.table["layer"] == LAYER_CODES["permanent"])
+
+    @cached_property
     def first_intent(self) -> np.ndarray:
         """Rows of questions with a 'first' intent (reverie's 'first' boost ranks them)."""
         return (self.table["intent"] & INTENT_FIRST) != 0
@@ -356,6 +387,7 @@ def prepared(rep: Replayed) -> Prepared:
     got = _MEMO.get(id(rep))
     if got is None or got[0]() is not rep:
         prep = Prepared(rep)
+        kernels.warm()                # compile (or load) the kernels before any timed call
         _MEMO[id(rep)] = (weakref.ref(rep), prep)
         weakref.finalize(rep, _MEMO.pop, id(rep), None)
         return prep

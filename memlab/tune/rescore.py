@@ -44,6 +44,7 @@ from memlab.recall.features import LAYER_CODES
 from memlab.recall.score import (INTENT_FIRST, SCORERS, Scored, reverie_gate,
                                  reverie_memory, reverie_scored, score)
 from memlab.recall.select import select
+from memlab.tune import kernels
 from memlab.tune.prepared import Prepared, RowSubset
 from memlab.tune.prune import candidates
 
@@ -55,7 +56,11 @@ PREFIX = 2
 #: Speed only; results are the same either way.
 PRUNE_SHARE = 0.3
 
-__all__ = ["ROW_WISE", "selections", "supported"]
+#: Selection through the numba kernels (:mod:`memlab.tune.kernels`) where numba imports; the
+#: numpy path otherwise (same results). Tests set it to compare the two paths.
+KERNELS = kernels.AVAILABLE
+
+__all__ = ["ROW_WISE", "selections", "supported", "KERNELS"]
 
 #: Scorers whose score, eligibility and relevance of a row depend on that row's raw signals only
 #: (and reverie's 'first' boost on the question's relevant rows): scored on the relevant rows.
@@ -185,14 +190,32 @@ def selections(prep: Prepared, cfg: MemlabConfig) -> np.ndarray:
     first, -1 after the last pick; k = ``ranked_per_question(cfg)``. Needs :func:`supported`."""
     limit = max(1, int(ranked_per_question(cfg)))
     out = np.full((prep.n_q, limit), -1, dtype=np.int64)
-    if not (cfg.fusion.scorer == "reverie" and _relevant_share(prep, cfg) > PRUNE_SHARE
-            and prep.dense is not None and _pruned(prep, cfg, limit, out)):
+    reverie = cfg.fusion.scorer == "reverie"
+    if reverie and KERNELS and _fused(prep, cfg, limit, out):
+        pass
+    elif not (reverie and _relevant_share(prep, cfg) > PRUNE_SHARE
+              and prep.dense is not None and _pruned(prep, cfg, limit, out)):
         out[:] = -1
         pos, sc = _scored(prep, cfg)
         _select(prep, cfg, pos, sc, limit, out)
     if cfg.temporal.enabled and cfg.temporal.oldest_first:
         _oldest_first(prep, out)
     return out
+
+
+def _fused(prep: Prepared, cfg: MemlabConfig, limit: int, out: np.ndarray) -> bool:
+    """Reverie's floor, gate, scores and selection fused per question in one numba kernel
+    (:func:`memlab.tune.kernels.reverie_select`); False (``out`` reset) where it does not serve
+    (a table that is not qid-sorted, a conversation without intersection matrix, a score that is
+    not finite: the other paths decide, or raise as the scorer does)."""
+    if not prep.fused_ok:
+        return False
+    _, state_rows = prep.memory_states
+    memory = reverie_memory(RowSubset(prep.raw, state_rows), cfg)
+    if kernels.reverie_select(prep, cfg, memory, limit, out) == 0:
+        return True
+    out[:] = -1
+    return False
 
 
 def _relevant_share(prep: Prepared, cfg: MemlabConfig) -> float:
@@ -214,6 +237,9 @@ def _select(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray, 
     """Selection of the questions of the kept rows ``pos`` (all of each question's kept rows,
     positions ascending; scores ``sc``) into ``out``."""
     if pos.size:
+        if KERNELS:                     # the kernel orders lazily: no prefix to cut
+            _pick(prep, cfg, pos, sc, limit, out)
+            return
         cut = _prefix(prep, pos, sc, limit)
         if cut is None:
             _pick(prep, cfg, pos, sc, limit, out)
@@ -339,6 +365,9 @@ def _beyond_the_cut(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.n
         out[again] = -1
         _pick(prep, cfg, pos[rows], sc[rows], limit, out)
     tail = rest & resume[q] & (prep.text_len[pos] <= left[q])
+    if tail.any() and KERNELS and _pick_kernel(prep, cfg, pos[tail], sc[tail], limit, out,
+                                               resume=True):
+        return
     if tail.any():
         tq = q[tail]
         o = _order(tq, sc[tail], prep.importance[pos[tail]])
@@ -350,6 +379,37 @@ def _beyond_the_cut(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.n
 
 def _pick(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray, limit: int,
           out: np.ndarray) -> None:
+    """Selection of the questions of the kept rows ``pos`` (scores ``sc``) into ``out``: the
+    numba kernel where it serves, else :func:`_pick_numpy`."""
+    if not (KERNELS and _pick_kernel(prep, cfg, pos, sc, limit, out)):
+        if not KERNELS:
+            kernels.note_fallback()
+        _pick_numpy(prep, cfg, pos, sc, limit, out)
+
+
+def _pick_kernel(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray,
+                 limit: int, out: np.ndarray, *, resume: bool = False) -> bool:
+    """:func:`memlab.tune.kernels.select_runs` on the kept rows ``pos``; the questions it leaves
+    (no intersection matrix) through :func:`_pick_numpy`. False (nothing written) when a score
+    is NaN: the numpy path decides."""
+    prep.dedup_arrays()
+    q = prep.qid[pos]
+    if q.size > 1 and not (q[1:] >= q[:-1]).all():
+        o = np.argsort(q, kind="stable")
+        pos, sc = pos[o], sc[o]
+    sel = cfg.selection
+    left = kernels.select_runs(prep, pos, sc, limit, sel.char_budget, sel.dedup_jaccard,
+                               cfg.recall.permanent_limit, out, resume=resume)
+    if left is None:
+        return False
+    if left.any():
+        rows = left[prep.qid[pos]]
+        _pick_numpy(prep, cfg, pos[rows], sc[rows], limit, out)
+    return True
+
+
+def _pick_numpy(prep: Prepared, cfg: MemlabConfig, pos: np.ndarray, sc: np.ndarray,
+                limit: int, out: np.ndarray) -> None:
     """Sort and cap the kept rows ``pos`` (scores ``sc``), then each question's top ``limit``
     where nothing can bind, selection's walk elsewhere; into ``out``."""
     order, q = _sorted(prep, pos, sc, cfg)

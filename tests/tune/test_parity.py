@@ -28,7 +28,7 @@ from memlab.clock import FixedClock
 from memlab.config import MemlabConfig
 from memlab.embed import HashingEmbedder
 from memlab.recall.score import score
-from memlab.tune import rescore
+from memlab.tune import kernels, rescore
 from memlab.tune.evaluate import item_sessions, per_query, per_query_reference, rankings
 from memlab.tune import prepared as prepared_module
 from memlab.tune.prepared import Prepared, RowSubset, prepared
@@ -124,6 +124,18 @@ def _feature_cfg(cfg: MemlabConfig, base: MemlabConfig) -> MemlabConfig:
     """``base`` with ``cfg``'s candidate-stage keys: what a sweep replays ``cfg``'s group with."""
     flat = cfg.to_flat()
     return base.replace(**{k: flat[k] for k in CANDIDATE_KEYS})
+
+
+@pytest.fixture(params=["numpy", "numba", "fused"])
+def path(request, monkeypatch):
+    """Selection through the numpy path, the numba selection kernel after numpy scoring
+    (memlab.tune.kernels.select_runs), or reverie's fused kernel (kernels.reverie_select)."""
+    if request.param != "numpy" and not kernels.AVAILABLE:
+        pytest.skip(kernels.WHY)
+    monkeypatch.setattr(rescore, "KERNELS", request.param != "numpy")
+    if request.param == "numba":
+        monkeypatch.setattr(rescore, "_fused", lambda *args: False)
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -222,27 +234,68 @@ def test_fast_per_query_equals_the_reference(world, scorers, extra):
 
 
 def _walks(rep, cfg) -> bool:
-    """Whether some question of ``cfg`` took the walk (its budget or dedup could bind)."""
+    """Whether some question of ``cfg`` took the walk (its budget or dedup could bind; asked of
+    the numpy path, which walks only those)."""
     seen = []
-    original = rescore._walk
+    original, fast = rescore._walk, rescore.KERNELS
 
     def spy(*args):
         seen.append(True)
         return original(*args)
 
-    rescore._walk = spy
+    rescore._walk, rescore.KERNELS = spy, False
     try:
         rescore.selections(prepared(rep), cfg)
     finally:
-        rescore._walk = original
+        rescore._walk, rescore.KERNELS = original, fast
     return bool(seen)
 
 
-def test_long_lists_short_rankings_blocks(world, monkeypatch):
+@pytest.mark.skipif(not kernels.AVAILABLE, reason=kernels.WHY)
+@pytest.mark.parametrize("scorers,extra", [
+    (("reverie",), ()),
+    (("generative_agents", "cosine", "bm25", "rrf", "dialog_tree"), ("baselines.rrf_k",)),
+], ids=["reverie", "baselines"])
+def test_kernel_path_equals_the_numpy_path(world, scorers, extra, monkeypatch):
+    """The numba kernels (the selection kernel after numpy scoring, and reverie's fused kernel)
+    and the numpy path select the same positions and give the same per-query frames (item and
+    session level) on the same 50 random configurations; the kernels equal the reference through
+    test_fast_per_query_equals_the_reference (the default path where numba imports)."""
+    sessions = item_sessions(world["ds"])
+    share = 0.25 if scorers == ("reverie",) else 0.0
+    nonempty = 0
+    fused, fused_served = rescore._fused, []
+
+    def spy(*args):
+        fused_served.append(fused(*args))
+        return fused_served[-1]
+
+    monkeypatch.setattr(rescore, "_fused", spy)
+    for cfg in _configs(world["base"], scorers=scorers, extra=extra, candidate_share=share):
+        rep = _replay(world, cfg)
+        prep = prepared(rep)
+        got = {}
+        for mode in ("numpy", "numba", "fused"):
+            monkeypatch.setattr(rescore, "KERNELS", mode != "numpy")
+            monkeypatch.setattr(rescore, "_fused", spy if mode == "fused" else
+                                (lambda *args: False))
+            got[mode] = (rescore.selections(prep, cfg), per_query(rep, cfg),
+                         per_query(rep, cfg, level="session", sessions=sessions))
+        for mode in ("numba", "fused"):
+            assert np.array_equal(got[mode][0], got["numpy"][0]), (mode, cfg.to_flat())
+            pd.testing.assert_frame_equal(got[mode][1], got["numpy"][1])
+            pd.testing.assert_frame_equal(got[mode][2], got["numpy"][2])
+        nonempty += int((got["numpy"][0] >= 0).sum())
+    assert nonempty > N_CONFIGS * len(world["ds"].questions) // 2
+    if scorers == ("reverie",):                 # the fused kernel served every configuration
+        assert len(fused_served) == 3 * N_CONFIGS and all(fused_served)
+
+
+def test_long_lists_short_rankings_blocks(world, monkeypatch, path):
     """The paths for long candidate lists: rankings of k = 2 (each question sorts only a prefix
-    of its kept rows; one that runs out of it with budget left walks on past the cut, or is
-    picked again from all of them), the whole table scored in blocks of a few rows: the
-    reference's rankings."""
+    of its kept rows (numpy path; the kernels order lazily); one that runs out of it with budget
+    left walks on past the cut, or is picked again from all of them), the whole table scored in
+    blocks of a few rows: the reference's rankings, on both selection paths."""
     monkeypatch.setattr(prepared_module, "BLOCK_ROWS", 7)
     # every candidate relevant and eligible: long kept lists
     loose = {"recall.floor_mode": "absolute", "recall.relevance_floor": 0.0,
@@ -253,6 +306,7 @@ def test_long_lists_short_rankings_blocks(world, monkeypatch):
     keys = [k for k in reverie_keys() if k not in loose]
     seen = {"prefix": 0, "again": 0, "blocks": 0, "picks": 0, "resumed": 0}
     prefix, pick, walk = rescore._prefix, rescore._pick, rescore._walk_vectorised
+    kernel = rescore._pick_kernel
 
     def spy_prefix(*args):
         got = prefix(*args)
@@ -267,6 +321,11 @@ def test_long_lists_short_rankings_blocks(world, monkeypatch):
         seen["resumed"] += resume
         return walk(*args, resume=resume)
 
+    def spy_kernel(*args, resume=False):
+        seen["resumed"] += resume
+        return kernel(*args, resume=resume)
+
+    monkeypatch.setattr(rescore, "_pick_kernel", spy_kernel)
     monkeypatch.setattr(rescore, "_prefix", spy_prefix)
     monkeypatch.setattr(rescore, "_pick", spy_pick)
     monkeypatch.setattr(rescore, "_walk_vectorised", spy_walk)
@@ -282,8 +341,10 @@ def test_long_lists_short_rankings_blocks(world, monkeypatch):
         got = {k: [prep.item_keys[p] for p in row[row >= 0].tolist()]
                for k, row in zip(prep.keys, picks)}
         assert got == rank(rep, cfg), cfg.to_flat()
-    assert seen["prefix"] > 5 and seen["blocks"] > 5
-    assert seen["again"] > 0 and seen["resumed"] > 0     # both ways past the prefix ran
+    assert seen["blocks"] > 5
+    if path != "fused":                                  # the fused kernel needs none of them
+        assert seen["prefix"] > 5 or path == "numba"     # the kernel orders lazily
+        assert seen["again"] > 0 and seen["resumed"] > 0     # both ways past the prefix ran
 
 
 def test_row_wise_scorers_score_a_subset_as_the_whole(world):

@@ -27,9 +27,21 @@ from memlab.tune.prepared import Prepared, RowSubset
 from memlab.tune.sample import random_configs, reverie_keys
 
 sys.path.insert(0, str(Path(__file__).parent))
+from memlab.tune import kernels  # noqa: E402
 from test_parity import RANGES, SEED, _base, _dataset  # noqa: E402
 
 N = 40
+
+
+@pytest.fixture(params=["numpy", "numba"])
+def path(request, monkeypatch):
+    """Selection after pruning through the numpy path or the numba selection kernel (reverie's
+    fused kernel, which needs no pruning, off)."""
+    if request.param == "numba" and not kernels.AVAILABLE:
+        pytest.skip(kernels.WHY)
+    monkeypatch.setattr(rescore, "KERNELS", request.param == "numba")
+    monkeypatch.setattr(rescore, "_fused", lambda *args: False)
+    return request.param
 
 
 def _same_time(ds):
@@ -113,10 +125,11 @@ def test_exact_tests_and_the_approximation_bound(world):
     assert 0 < worst < 1                     # the rounding is real, and inside the bound
 
 
-def test_pruned_selections_equal_the_row_path(world, monkeypatch):
+def test_pruned_selections_equal_the_row_path(world, monkeypatch, path):
     """k = 2 over long candidate lists (~40 rows a question), so that thresholds cut; the budget,
-    dedup and permanent cap drawn to bind: the same selections as the row path, and every way
-    past a question's prefix taken."""
+    dedup and permanent cap drawn to bind: the same selections as the row path on the numpy
+    path, with either selection path after pruning, and every way past a question's prefix
+    taken."""
     seen = {"pruned": 0, "cut": 0, "resumed": 0, "again": 0}
     original, kept_of, pruned = prune.candidates, prune.Candidates.kept_of, rescore._pruned
 
@@ -148,8 +161,10 @@ def test_pruned_selections_equal_the_row_path(world, monkeypatch):
         prep = Prepared(world["rep"])
         lay = prep.dense
         got = rescore.selections(prep, cfg)
-        prep.__dict__["dense"] = None                    # the row path
+        prep.__dict__["dense"] = None                    # the row path, numpy selection
+        monkeypatch.setattr(rescore, "KERNELS", False)
         want = rescore.selections(prep, cfg)
+        monkeypatch.setattr(rescore, "KERNELS", path == "numba")
         assert np.array_equal(got, want), cfg.to_flat()
         prep.__dict__["dense"] = lay
     assert seen["pruned"] == N and seen["cut"] > N // 4, seen

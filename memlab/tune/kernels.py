@@ -1,0 +1,528 @@
+"""numba kernels of the per-configuration hot loop (issue 8, item 6): selection as one compiled
+pass per question, the same picks as :mod:`memlab.tune.rescore`'s numpy path and
+:func:`memlab.recall.select.select`, bit for bit.
+
+:func:`select_runs`, per question (its kept rows contiguous in the input; any order within):
+
+1. **Order**: selection's order (score desc, importance desc, table position asc: the stable
+   lexsort's tie-break), produced lazily by a binary heap (heapify in O(n), one pop per row the
+   walk looks at) instead of a full sort: the walk usually stops after ``k`` picks.
+2. **Permanent cap**: a permanent row past the ``recall.permanent_limit``-th in that order is no
+   candidate (it still counts).
+3. **Walk**: skip a row whose text does not fit the budget left, skip one whose Jaccard with a
+   pick is >= ``selection.dedup_jaccard`` (the stored Jaccards or those computed from the
+   intersection counts, as :meth:`Prepared.jaccard <memlab.tune.prepared.Prepared.jaccard>`),
+   stop at ``k`` picks or when no row left can fit (the shortest row of the question is longer
+   than the budget left).
+
+A question whose conversation has no intersection matrix is flagged ``unresolved`` (untouched);
+the caller selects it on the numpy path. Any NaN score: nothing is written, the call returns 1
+(the numpy path decides).
+
+:func:`reverie_select` fuses what comes before, per question of a qid-sorted table: the
+relevance floor (``recall.floor_mode``), reverie's relevance and forgetting gate, the score of
+every eligible row (and of every relevant row of a 'first' question) as
+:func:`memlab.recall.score.reverie_scored` computes it, term by term in the same order from 0
+(IEEE float64, no fast-math: the same values; the memory-level terms come from
+:func:`~memlab.recall.score.reverie_memory` once per memory state, the 'first' boost by event
+time rank, stable), then the walk above over the eligible rows. A score that is not finite
+returns 1: the numpy path then raises as the scorer does.
+
+numba is optional (the ``fast`` extra): without it :data:`AVAILABLE` is False, the numpy path
+serves (same results, slower), and that is logged once. Compiled functions are cached on disk
+(numba's ``cache=True``: ``__pycache__`` beside this file, or ``NUMBA_CACHE_DIR``) where a cache
+directory is writable, else compiled in each process (logged once). :func:`warm` compiles (or
+loads) them on a tiny input; :data:`stats` holds its seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import time
+
+import numpy as np
+
+from memlab.recall.score import INTENT_FIRST, INTENT_HISTORICAL, INTENT_RECENT
+
+__all__ = ["AVAILABLE", "WHY", "select_runs", "reverie_select", "warm", "stats"]
+
+log = logging.getLogger(__name__)
+
+_SPEC = importlib.util.find_spec("numba")
+#: Whether the kernels can exist (numba is installed; it is imported, and the kernels compiled or
+#: loaded from the disk cache, on first need: :func:`warm`).
+AVAILABLE = _SPEC is not None
+WHY = "" if AVAILABLE else ("numba is not installed (the `fast` extra): the numpy selection path "
+                            "serves (same results, slower)")
+#: compile_s: seconds :func:`warm` took to compile or load the kernels; cached: whether compiled
+#: code is cached on disk; warmed: signatures warmed (inter dtypes); numpy_fallbacks: selections
+#: the numpy path made because numba is missing.
+stats: dict = {"compile_s": 0.0, "cached": False, "warmed": [], "numpy_fallbacks": 0}
+#: Rows per question (times ``k``) walked first: those scoring at least that best score (speed
+#: only; the same picks either way).
+PREFIX = 2
+#: Rows skipped for the budget after which the walk drops the rows that no longer fit. Speed only.
+REBUILD = 16
+_state = {"loaded": False, "logged": False, "logged_cache": False}
+
+
+def _jit(numba, fn):
+    """``numba.njit(cache=True)``, or without the disk cache where no cache directory is
+    writable (numba raises RuntimeError when it finds no cache locator)."""
+    try:
+        out = numba.njit(cache=True, nogil=True)(fn)
+        stats["cached"] = True
+        return out
+    except RuntimeError as e:
+        if not _state["logged_cache"]:
+            log.warning("numba cannot cache its kernels on disk (%s): compiled in each process",
+                        e)
+            _state["logged_cache"] = True
+        return numba.njit(nogil=True)(fn)
+
+
+def _load() -> bool:
+    """Import numba and wrap the kernels (once); False where numba does not import."""
+    global AVAILABLE, WHY, _better, _sift_down, _jaccard, _walk, _select_runs, _minimum
+    global _reverie_select, _heapify, _drain
+    if _state["loaded"]:
+        return AVAILABLE
+    _state["loaded"] = True
+    try:
+        import numba
+    except ImportError as e:       # installed but broken: the numpy path serves
+        AVAILABLE, WHY = False, f"numba does not import ({e}): the numpy selection path serves"
+        note_fallback()
+        return False
+    inline = numba.njit(inline="always")
+    _better, _jaccard, _minimum = inline(_better), inline(_jaccard), inline(_minimum)
+    _sift_down, _walk = _jit(numba, _sift_down), _jit(numba, _walk)
+    _heapify, _drain = _jit(numba, _heapify), _jit(numba, _drain)
+    _select_runs, _reverie_select = _jit(numba, _select_runs), _jit(numba, _reverie_select)
+    return True
+
+
+def note_fallback() -> None:
+    """The numpy path serves because numba is missing: logged once, counted in
+    ``stats["numpy_fallbacks"]``."""
+    if AVAILABLE:
+        return
+    stats["numpy_fallbacks"] += 1
+    if not _state["logged"]:
+        log.warning(WHY)
+        _state["logged"] = True
+
+
+def _better(a, b, pos, sc, importance):
+    """Whether kept row ``a`` comes before ``b`` in selection's order (indices into pos/sc)."""
+    sa, sb = sc[a], sc[b]
+    if sa != sb:
+        return sa > sb
+    ia, ib = importance[pos[a]], importance[pos[b]]
+    if ia != ib:
+        return ia > ib
+    return pos[a] < pos[b]
+
+
+def _sift_down(heap, size, at, pos, sc, importance):
+    item = heap[at]
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            break
+        right = child + 1
+        if right < size and _better(heap[right], heap[child], pos, sc, importance):
+            child = right
+        if not _better(heap[child], item, pos, sc, importance):
+            break
+        heap[at] = heap[child]
+        at = child
+    heap[at] = item
+
+
+def _jaccard(a, b, use_jac, jac, inter, inter_row, mem_local, n_terms):
+    """Prepared.jaccard of positions ``a`` and ``b`` (same conversation, with a matrix; the
+    matrix is symmetric, bit for bit: the walk reads the rows of its picks, which stay in the
+    CPU caches)."""
+    at = inter_row[a] + mem_local[b]
+    if use_jac:
+        return jac[at]
+    x = np.float64(inter[at])
+    union = np.float64(n_terms[a] + n_terms[b]) - x
+    if union > 0:
+        return x / union
+    return 0.0
+
+
+def _heapify(h, size, pos, sc, importance):
+    for j in range(size // 2 - 1, -1, -1):
+        _sift_down(h, size, j, pos, sc, importance)
+
+
+def _drain(h, size, pos, sc, q, chosen, count, used, seen_permanent, importance, permanent,
+           text_len, use_jac, jac, inter, inter_row, mem_local, n_terms, max_jac, limit, budget,
+           dedup, cap, shortest, out):
+    """Walk the rows of the heap ``h[:size]`` (indices into pos/sc) in selection's order from the
+    state (count, used, seen_permanent); returns that state. After :data:`REBUILD` rows skipped
+    for the budget, the heap keeps only the rows that fit the budget left (it only shrinks: the
+    others would be skipped too) or that are permanent (they count toward the cap)."""
+    _heapify(h, size, pos, sc, importance)
+    skipped = 0
+    while size > 0 and count < limit and budget - used >= shortest:
+        if skipped >= REBUILD:
+            left = budget - used
+            m = 0
+            for j in range(size):
+                p = pos[h[j]]
+                if text_len[p] <= left or permanent[p]:
+                    h[m] = h[j]
+                    m += 1
+            size = m
+            skipped = 0
+            _heapify(h, size, pos, sc, importance)
+            continue
+        i = h[0]
+        size -= 1
+        if size > 0:
+            h[0] = h[size]
+            _sift_down(h, size, 0, pos, sc, importance)
+        p = pos[i]
+        if permanent[p]:
+            seen_permanent += 1
+            if seen_permanent > cap:
+                continue
+        length = text_len[p]
+        if length > budget - used:
+            skipped += 1
+            continue
+        duplicate = False
+        if max_jac[p] >= dedup:             # else no memory of the conversation is that close
+            for c in range(count):
+                if _jaccard(chosen[c], p, use_jac, jac, inter, inter_row, mem_local,
+                            n_terms) >= dedup:
+                    duplicate = True
+                    break
+        if duplicate:
+            continue
+        out[q, count] = p
+        chosen[count] = p
+        used += length
+        count += 1
+    return count, used, seen_permanent
+
+
+def _walk(pos, sc, s, e, q, heap, chosen, importance, permanent, text_len, use_jac, jac, inter,
+          inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, resume, out):
+    """One question's selection from its kept rows ``pos[s:e]`` (scores ``sc[s:e]``) into
+    ``out[q]`` (module docstring, steps 1-3): first over its rows scoring at least its
+    (:data:`PREFIX` ``limit``)-th best score (a prefix of selection's order, ties at the cut all
+    in; a partial selection finds it), then, where the walk needs more, over the others that fit
+    the budget left or are permanent."""
+    count = 0
+    used = 0
+    if resume:
+        while count < limit and out[q, count] >= 0:
+            chosen[count] = out[q, count]
+            used += text_len[chosen[count]]
+            count += 1
+    size = e - s
+    if size == 0 or count >= limit:
+        return
+    shortest = text_len[pos[s]]
+    for j in range(s, e):
+        if text_len[pos[j]] < shortest:
+            shortest = text_len[pos[j]]
+    if budget - used < shortest:
+        return
+    h = heap[s:e]
+    want = PREFIX * limit
+    if size > 2 * want:
+        cut = np.partition(sc[s:e], size - want)[size - want]
+        n1 = 0
+        n2 = size
+        for j in range(s, e):               # the prefix from the front, the rest from the back
+            if sc[j] >= cut:
+                h[n1] = j
+                n1 += 1
+            else:
+                n2 -= 1
+                h[n2] = j
+    else:
+        n1 = size
+        n2 = size
+        for j in range(size):
+            h[j] = s + j
+    count, used, seen = _drain(h, n1, pos, sc, q, chosen, count, used, 0, importance,
+                               permanent, text_len, use_jac, jac, inter, inter_row, mem_local,
+                               n_terms, max_jac, limit, budget, dedup, cap, shortest, out)
+    if n2 < size and count < limit and budget - used >= shortest:
+        left = budget - used
+        m = 0
+        for j in range(n2, size):
+            p = pos[h[j]]
+            if text_len[p] <= left or permanent[p]:
+                h[m] = h[j]
+                m += 1
+        _drain(h, m, pos, sc, q, chosen, count, used, seen, importance, permanent, text_len,
+               use_jac, jac, inter, inter_row, mem_local, n_terms, max_jac, limit, budget, dedup,
+               cap, shortest, out)
+
+
+def _select_runs(pos, sc, qid, importance, permanent, text_len, use_jac, jac, inter, inter_row,
+                 mem_local, n_terms, max_jac, inter_base, limit, budget, dedup, cap, resume, out,
+                 unresolved):
+    n = pos.size
+    for i in range(n):
+        if np.isnan(sc[i]):
+            return 1
+    heap = np.empty(n, dtype=np.int64)
+    chosen = np.empty(limit, dtype=np.int64)
+    s = 0
+    while s < n:
+        q = qid[pos[s]]
+        e = s + 1
+        while e < n and qid[pos[e]] == q:
+            e += 1
+        if inter_base[pos[s]] < 0:          # no intersection matrix: the numpy path
+            unresolved[q] = True
+        else:
+            _walk(pos, sc, s, e, q, heap, chosen, importance, permanent, text_len, use_jac, jac,
+                  inter, inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, resume,
+                  out)
+        s = e
+    return 0
+
+# -- reverie: floor, gate, score and selection fused per question ---------------------------------
+def _minimum(a, b):
+    """np.minimum of two floats (NaN propagates)."""
+    if np.isnan(a) or np.isnan(b):
+        return np.nan
+    return a if a <= b else b
+
+
+def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, intent, state,
+                    event_time, m_imp, m_age,
+                    m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp, ip, importance,
+                    permanent, text_len, use_jac, jac, inter, inter_row, mem_local, n_terms,
+                    max_jac, limit, budget, dedup, cap, out):
+    (relevance_floor, relevance_z, lexical_floor, base, elig_thr, elig_rel, w_rel, w_lex, w_imp,
+     w_freq, w_temp, w_emo, resident_cap, cue_factor, cue_cap, ent_each, ent_cap, window,
+     intent_boost, first_boost) = (fp[0], fp[1], fp[2], fp[3], fp[4], fp[5], fp[6], fp[7],
+                                   fp[8], fp[9], fp[10], fp[11], fp[12], fp[13], fp[14],
+                                   fp[15], fp[16], fp[17], fp[18], fp[19])
+    floor_mode, recency_mode, governance, entity_on, temporal_on = ip[0], ip[1], ip[2], ip[3], \
+        ip[4]
+    n_q = starts.size - 1
+    widest = 0
+    for q in range(n_q):
+        widest = max(widest, starts[q + 1] - starts[q])
+    kpos = np.empty(widest, dtype=np.int64)        # a question's scored rows
+    ksc = np.empty(widest, dtype=np.float64)
+    kel = np.empty(widest, dtype=np.bool_)
+    flag = np.zeros(widest, dtype=np.bool_)        # a question's rows that pass the floor
+    heap = np.empty(widest, dtype=np.int64)
+    chosen = np.empty(limit, dtype=np.int64)
+    inv = 1.0 - base
+    boost = temporal_on != 0 and first_boost != 0.0
+    for q in range(n_q):
+        s, e = starts[q], starts[q + 1]
+        n = 0
+        n_first = 0
+        if floor_mode != 0:   # the floor: a prefix of each order (descending, NaN last)
+            flag[:e - s] = False
+            for j in range(s, e):
+                r = by_cos[j] if floor_mode == 1 else by_z[j]
+                if not ((cos[r] >= relevance_floor) if floor_mode == 1
+                        else (z[r] >= relevance_z)):
+                    break
+                flag[r - s] = True
+            for j in range(s, e):
+                r = by_lex[j]
+                if not lexical[r] >= lexical_floor:
+                    break
+                flag[r - s] = True
+        for r in range(s, e):
+            if floor_mode != 0 and not flag[r - s]:
+                continue
+            c = cos[r]
+            first_r = (intent[r] & INTENT_FIRST) != 0
+            st = state[r]
+            x = 0.0 if np.isnan(c) else c
+            relevance = (x - base) / inv
+            if relevance < 0.0:                      # np.clip(., 0, 1)
+                relevance = 0.0
+            elif relevance > 1.0:
+                relevance = 1.0
+            ret = m_ret[st]
+            eligible = m_perm[st] or ret >= elig_thr or relevance >= elig_rel
+            if not (eligible or first_r):       # as rescore._reverie: scored rows
+                continue
+            if first_r:
+                n_first += 1
+            it = intent[r]
+            rec = m_rec[st]
+            if recency_mode != 0:
+                temporal = rec
+            elif (it & INTENT_RECENT) != 0:
+                temporal = rec
+            elif (it & INTENT_HISTORICAL) != 0:
+                temporal = 1.0 - rec
+            else:
+                temporal = 0.0
+            if governance != 0:
+                rel_eff = relevance
+                resident = ret * resident_cap
+            else:
+                rel_eff = relevance * _minimum(1.0, ret * m_reinf[st])
+                resident = 0.0
+            cue = _minimum(relevance * (1.0 - ret) * cue_factor, cue_cap)
+            ent = _minimum(ent_each * entity[r], ent_cap) if entity_on != 0 else 0.0
+            if temporal_on != 0:
+                new = 1.0 if m_age[st] < window else -1.0
+                direction = (1.0 if (it & INTENT_RECENT) != 0 else 0.0) \
+                    - (1.0 if (it & INTENT_HISTORICAL) != 0 else 0.0)
+                intent_t = intent_boost * new * direction
+            else:
+                intent_t = 0.0
+            total = 0.0                              # score._sum's order
+            total = total + w_rel * rel_eff
+            total = total + w_lex * lexical[r]
+            total = total + w_imp * m_imp[st]
+            total = total + w_freq * m_freq[st]
+            total = total + m_cog[st]
+            total = total + w_temp * temporal
+            total = total + w_emo * m_emo[st]
+            total = total + resident
+            total = total + cue
+            total = total + ent
+            total = total + intent_t
+            kpos[n] = r
+            ksc[n] = total
+            kel[n] = eligible
+            n += 1
+        if boost and n_first:                       # score._first_boost: by event time
+            at = np.empty(n_first, dtype=np.int64)  # every relevant row of a 'first' question
+            times = np.empty(n_first, dtype=np.float64)
+            i = 0
+            for j in range(n):
+                if (intent[kpos[j]] & INTENT_FIRST) != 0:
+                    at[i] = j
+                    times[i] = event_time[kpos[j]]
+                    i += 1
+            order = np.argsort(times, kind="mergesort")
+            for rank in range(n_first):
+                j = at[order[rank]]
+                ksc[j] = ksc[j] + first_boost * (1.0 - rank / n_first)
+        m = 0
+        for i in range(n):                          # finite check, then the kept rows only
+            if not np.isfinite(ksc[i]):
+                return 1
+            if kel[i]:
+                kpos[m] = kpos[i]
+                ksc[m] = ksc[i]
+                m += 1
+        _walk(kpos, ksc, 0, m, q, heap, chosen, importance, permanent, text_len, use_jac, jac,
+              inter, inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, False,
+              out)
+    return 0
+
+
+def select_runs(prep, pos: np.ndarray, sc: np.ndarray, limit: int, budget: int, dedup: float,
+                cap: int, out: np.ndarray, *, resume: bool = False) -> np.ndarray | None:
+    """Selection of the questions of the kept rows ``pos`` (grouped by question; scores ``sc``)
+    into ``out`` (see the module docstring); ``resume``: each question's picks in ``out`` stay
+    and its walk goes on from them. Returns the questions left for the numpy path (a bool mask),
+    or None when a score is NaN (nothing written) or numba does not import. ``prep`` has its
+    dedup arrays built."""
+    if not _load():
+        return None
+    unresolved = np.zeros(out.shape[0], dtype=bool)
+    use_jac = prep.jac is not None
+    jac = prep.jac if use_jac else _EMPTY_F
+    inter = _EMPTY_U8 if use_jac else prep.inter
+    status = _select_runs(np.ascontiguousarray(pos, dtype=np.int64),
+                          np.ascontiguousarray(sc, dtype=np.float64), prep.qid, prep.importance,
+                          prep.permanent, prep.text_len, use_jac, jac, inter, prep.inter_row,
+                          prep.mem_local, prep.n_terms, prep.max_jaccard, prep.inter_base,
+                          int(limit), int(budget),
+                          float(dedup), int(cap), bool(resume), out, unresolved)
+    return None if status else unresolved
+
+
+#: The float parameters of :func:`reverie_select`, in the kernel's order.
+_FLOATS = ("recall.relevance_floor", "recall.relevance_z", "recall.lexical_floor",
+           "fusion.relevance_baseline", "forgetting.eligibility_threshold",
+           "forgetting.eligibility_relevance", "fusion.relevance", "fusion.lexical",
+           "fusion.importance", "fusion.frequency", "fusion.temporal", "fusion.emotion",
+           "fusion.resident_boost_cap", "fusion.cue_reactivation_factor",
+           "fusion.cue_reactivation_cap", "entity.boost_each", "entity.boost_cap",
+           "temporal.recent_window_days", "temporal.intent_boost", "temporal.first_boost")
+#: The memory-level arrays of reverie_memory the kernel reads, in its order.
+MEMORY_KEYS = ("importance", "age", "permanent", "reinforcement", "frequency", "cognitive",
+               "recency", "emotion", "retention")
+
+
+def _get(cfg, key: str):
+    section, name = key.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
+def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
+    """Reverie's selections of every question into ``out``: the relevance floor, the forgetting
+    gate and the score of each row (``memory``: :func:`~memlab.recall.score.reverie_memory` of
+    every memory state, ``prep.memory_states``), then selection, fused per question. 0 when done;
+    1 when a score is not finite (``out`` to be redone by the numpy path, which raises as the
+    scorer does). Needs a qid-sorted table whose every conversation has an intersection matrix
+    (``prep.fused_ok``). 1 too where numba does not import."""
+    if not _load():
+        return 1
+    rc = cfg.recall
+    floor_mode = (0 if rc.floor_mode == "absolute" and rc.relevance_floor == 0
+                  else 1 if rc.floor_mode == "absolute" else 2)
+    fp = np.array([float(_get(cfg, k)) for k in _FLOATS], dtype=np.float64)
+    ip = np.array([floor_mode, cfg.fusion.temporal_mode == "recency", cfg.governance.enabled,
+                   cfg.entity.enabled, cfg.temporal.enabled], dtype=np.int64)
+    t = prep.table
+    state, _ = prep.memory_states
+    use_jac = prep.jac is not None
+    by_cos, by_z, by_lex = prep.floor_orders
+    return _reverie_select(
+        prep.q_starts, by_cos, by_z, by_lex, prep.cosine, prep.z, prep.lexical, t["entity_matches"], t["intent"], state,
+        t["event_time"], *(memory[k] for k in MEMORY_KEYS), fp, ip, prep.importance,
+        prep.permanent, prep.text_len, use_jac, prep.jac if use_jac else _EMPTY_F,
+        _EMPTY_U8 if use_jac else prep.inter, prep.inter_row, prep.mem_local, prep.n_terms,
+        prep.max_jaccard, int(limit), int(cfg.selection.char_budget),
+        float(cfg.selection.dedup_jaccard), int(rc.permanent_limit), out)
+
+
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+_EMPTY_U8 = np.zeros(0, dtype=np.uint8)
+
+
+def warm(inter_dtype: np.dtype | type = np.uint8) -> float:
+    """Compile (or load from the disk cache) :func:`select_runs` for the Jaccards stored
+    (``inter_dtype`` only matters when they are computed from intersection counts of that
+    dtype) on a tiny input; the seconds it took (also in :data:`stats`). 0 without numba or when
+    already warm."""
+    key = np.dtype(inter_dtype).name
+    if not AVAILABLE or key in stats["warmed"]:
+        return 0.0
+    t0 = time.perf_counter()
+    if not _load():
+        return 0.0
+    i64 = np.zeros(2, dtype=np.int64)
+    f64 = np.zeros(2)
+    b = np.zeros(2, dtype=bool)
+    out = np.full((1, 1), -1, dtype=np.int64)
+    inter = np.zeros(1, dtype=inter_dtype)
+    for use_jac in (True, False):
+        _select_runs(i64, f64, i64, f64, b, i64, use_jac, f64, inter, i64, i64, i64, f64, i64, 1,
+                     1, 0.5, 1, False, out, b)
+        _reverie_select(np.array([0, 2]), i64, i64, i64, f64, f64, f64, f64, i64, i64, f64, f64, f64, b, f64,
+                        f64, f64, f64, f64, f64, np.zeros(len(_FLOATS)), np.zeros(5, np.int64),
+                        f64, b, i64, use_jac, f64, inter, i64, i64, i64, f64, 1, 1, 0.5, 1, out)
+    took = time.perf_counter() - t0
+    stats["warmed"].append(key)
+    stats["compile_s"] += took
+    return took
