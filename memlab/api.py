@@ -385,7 +385,8 @@ class MemoryStore:
         reason = "" if len(memories) else (
             "nothing relevant enough: every candidate is below the relevance floor or forgotten")
         return RecallResult(query, memories, frame, cfg.selection.prompt_max_items, reason,
-                            tuple(notes), untrusted_label=cfg.safety.untrusted_label)
+                            tuple(notes), untrusted_label=cfg.safety.untrusted_label,
+                            past_label=cfg.facts.past_label)
 
     def resolve_user_correction(self, message: str, *, agent_id: str | None = None,
                                 user_id: str | None = None, clock: Clock | None = None

@@ -470,6 +470,23 @@ class FactsConfig(_Section):
         ("long_term", "short_term"), "Retention layers whose memories get derived fact keys. "
         "memlab's choice: not the permanent layer (the character card's anchors are the "
         "character's, not the user's facts).", stage="ingest")
+    historical_sees_superseded: bool = _f(
+        True, "A question with historical intent (temporal.historical_cues: 以前/之前/原来/used "
+        "to/previously) also sees the owner's superseded fact revisions: the dense route ranks "
+        "them with the active memories by cosine (the lexical and entity routes hold active "
+        "memories only), and the prompt block labels them facts.past_label. Other questions see "
+        "the latest revision only, and so does every question with temporal.enabled off (the "
+        "baselines: no intent is read). memlab's choice: 'where did I live before?' asks for "
+        "the revision that supersession hid.", stage="candidates", spec="reverie §6.1, §11.2")
+    historical_pool_max: int = _f(
+        1000, "At most this many superseded revisions of the owner (newest first) are ranked by "
+        "cosine for a historical question (facts.historical_sees_superseded). memlab's choice: "
+        "bounds the vectors read per question; a store rarely holds more.",
+        stage="candidates", ge=1, le=100_000)
+    past_label: str = _f(
+        "[past, since updated / 以前的，已更新] ", "Prefix of a superseded fact revision in the "
+        "prompt block (a historical question's answer is a past state, never the current one). "
+        "memlab's choice, zh and en.", stage="runtime", spec="reverie §6.1")
 
     @field_validator("patterns")
     @classmethod
