@@ -475,9 +475,10 @@ class FactsConfig(_Section):
         "to/previously) also sees the owner's superseded fact revisions: the dense route ranks "
         "them with the active memories by cosine (the lexical and entity routes hold active "
         "memories only), and the prompt block labels them facts.past_label. Other questions see "
-        "the latest revision only, and so does every question with temporal.enabled off (the "
-        "baselines: no intent is read). memlab's choice: 'where did I live before?' asks for "
-        "the revision that supersession hid.", stage="candidates", spec="reverie §6.1, §11.2")
+        "the latest revision only. The cues are read even with temporal.enabled off (the "
+        "baselines), which then leaves the intent column 0: this is the facts feature, not a "
+        "score signal. memlab's choice: 'where did I live before?' asks for the revision that "
+        "supersession hid.", stage="candidates", spec="reverie §6.1, §11.2")
     historical_pool_max: int = _f(
         1000, "At most this many superseded revisions of the owner (newest first) are ranked by "
         "cosine for a historical question (facts.historical_sees_superseded). memlab's choice: "
@@ -538,9 +539,12 @@ class TemporalConfig(_Section):
         "Cues of recent intent (§11.2: 最近/现在 -> recent); read into the intent column.",
         stage="candidates", spec="reverie §11.2")
     historical_cues: tuple[str, ...] = _f(
-        ("以前", "曾经", "过去", "从前", "当年", "原来", "之前", "used to", "previously",
-         "in the past", "formerly", "back then", "before"),
-        "Cues of historical intent (§11.2: 以前/曾经 -> historical); read into the intent column.",
+        ("以前", "曾经", "过去", "从前", "当年", "原来", "之前", "used to", "did i use to",
+         "didn't i use to", "did you use to", "did we use to", "previously", "in the past",
+         "formerly", "back then", "before"),
+        "Cues of historical intent (§11.2: 以前/曾经 -> historical); read into the intent column. "
+        "'used to' asked as a question reads 'did I use to' (memlab's choice: the phrases, not "
+        "a bare 'use to', which 'what do I use to track runs?' also holds).",
         stage="candidates", spec="reverie §11.2")
     when_cues: tuple[str, ...] = _f(
         ("什么时候", "何时", "哪天", "哪一天", "几号", "几月", "哪年", "when", "what date",

@@ -23,11 +23,9 @@ import numpy as np
 from memlab.config import MemlabConfig, RecallConfig
 from memlab.recall.background import Background, language_codes
 from memlab.recall.features import LAYER_CODES, Features, TermSets, empty_table, make_columns
-from memlab.text import (TemporalIntent, extract_entities, memory_terms, temporal_intent,
-                         time_window_days)
+from memlab.text import extract_entities, memory_terms, temporal_intent, time_window_days
 
 SECONDS_PER_DAY = 86_400.0
-INTENT_HISTORICAL = TemporalIntent(historical=True).code
 
 
 def pool_sizes(k: int, rc: RecallConfig) -> tuple[int, int, int]:
@@ -93,8 +91,12 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
     rc, tc = cfg.recall, cfg.temporal
     n_perm, n_dense, n_lex = pools
     qterms = memory_terms(query, term_cap=rc.query_term_cap, text_cap=rc.text_cap)
-    intent = temporal_intent(query, recent=tc.recent_cues, historical=tc.historical_cues,
-                             when=tc.when_cues, first=tc.first_cues).code if tc.enabled else 0
+    history = cfg.facts.historical_sees_superseded
+    cues = temporal_intent(query, recent=tc.recent_cues, historical=tc.historical_cues,
+                           when=tc.when_cues, first=tc.first_cues) if tc.enabled or history \
+        else None
+    intent = cues.code if tc.enabled else 0
+    history = history and cues.historical   # the route reads the cues even with temporal off
     window = time_window_days(query) if tc.enabled and tc.time_windows else None
     since = now - window * SECONDS_PER_DAY if window else None
     bounds = {"since": since, "until": now + 1.0} if since is not None else {}
@@ -107,7 +109,7 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
         p_rows = repo.permanent_candidates(**who, limit=n_perm)
     if rc.use_dense and qv is not None and dense is not None and n_dense > 0:
         d_rows, d_cos = dense.search(qv, n_dense, **who, **bounds)
-        if intent & INTENT_HISTORICAL and cfg.facts.historical_sees_superseded:
+        if history:
             d_rows = _with_history(d_rows, d_cos, qv, repo=repo, dense=dense, who=who,
                                    bounds=bounds, limit=n_dense,
                                    pool=cfg.facts.historical_pool_max)

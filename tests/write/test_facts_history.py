@@ -112,3 +112,17 @@ def test_the_pool_takes_the_newest_revisions_first():
         ids = [st.add(f"我住在{city}", importance=0.8, clock=FixedClock(T0 + i * DAY)).id
                for i, city in enumerate(["北京", "上海", "广州"])]
         assert set(st.recall("我以前住在哪里？", k=10).ids) == {ids[1], ids[2]}
+
+
+@pytest.mark.parametrize("old,new,historical,plain", CASES, ids=["zh", "en"])
+def test_with_temporal_off_the_route_still_reads_the_cues_and_the_intent_column_stays_0(
+        old, new, historical, plain):
+    """The baselines turn temporal.enabled off: a historical question still reaches the old
+    revision (the facts feature), and no intent signal reaches the scorer."""
+    cfg = BASE.replace(**{"temporal.enabled": False, "fusion.scorer": "cosine"})
+    with memlab.open_store(":memory:", config=cfg, clock=FixedClock(T0 + 2 * DAY)) as st:
+        a, b = _revised(st, old, new)
+        assert set(st.recall(historical, k=10).ids) == {a.id, b.id}
+        assert st.recall(plain, k=10).ids == [b.id]
+        t = st.features([historical], k=10, now=T0 + 2 * DAY).columns
+        assert (t["intent"] == 0).all()
