@@ -26,6 +26,8 @@ from memlab.recall.associate import association_counts
 from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
 from memlab.recall.candidates import Scope, build_features, max_k
 from memlab.recall.fuzzy import fuzz_recall
+from memlab.recall.web import rank_web, with_web
+from memlab.store.web import WebContent
 from memlab.recall.result import RecallResult
 from memlab.recall.score import score as score_table
 from memlab.recall.select import explain_columns, select
@@ -292,8 +294,13 @@ class MemoryStore:
         self._store.warm()
 
     def recall(self, query: str, *, k: int | None = None, clock: Clock | None = None,
-               agent_id: str | None = None, user_id: str | None = None) -> RecallResult:
-        """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``."""
+               agent_id: str | None = None, user_id: str | None = None,
+               include_web: bool = False) -> RecallResult:
+        """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``.
+        ``include_web``: also up to ``safety.web_k`` items of untrusted web content (stored apart,
+        never seen otherwise; :mod:`memlab.recall.web`), after the memories and labelled."""
+        if not isinstance(include_web, bool):
+            raise InvalidInput("include_web", "must be a bool", include_web)
         query = check_text(query, "query", max_chars=self.config.recall.max_query_chars,
                            limit_name="recall.max_query_chars")
         cfg = self.config
@@ -319,7 +326,26 @@ class MemoryStore:
                 return result
             self.stats["fuzzy: memories projected"] += len(result)
             self.stats["fuzzy: swaps"] += len(result.swaps)
+        if include_web:
+            result = self._with_web(result, query, qv, scope)
         return result
+
+    def _with_web(self, result: RecallResult, query: str, qv: np.ndarray | None,
+                  scope: Scope) -> RecallResult:
+        """The explicit path of untrusted web content (:mod:`memlab.recall.web`)."""
+        e = self._embedder
+        rows = WebContent(self._store.conn).owner_rows(
+            agent_id=scope.agent_id, user_id=scope.user_id,
+            model_version=e.version if e is not None else "", dim=int(e.dim) if e else 0)
+        return with_web(result, rank_web(rows, query, qv, k=self.config.safety.web_k,
+                                         cfg=self.config))
+
+    def get_web(self, ids: Sequence[str], *, agent_id: str | None = None,
+                user_id: str | None = None) -> list[MemoryRecord]:
+        """Untrusted web content by id (stored apart: :meth:`get` never returns it)."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        return WebContent(self._store.conn).get(check_ids(ids), agent_id=agent_id,
+                                                user_id=user_id)
 
     def guarded_recall(self, user_message: str, **kwargs: Any) -> RecallResult:
         """:meth:`recall` behind the injection guard (§10 ``guard.memory_safe``): a user message

@@ -1033,9 +1033,15 @@ class SafetyConfig(_Section):
         160, "Characters of the normalised text kept around the match in a memory_audit row. "
         "memlab's choice.", ge=1, le=100_000, stage="runtime")
     untrusted_label: str = _f(
-        "[unverified web content] ", "Prefix of a memory with source_type 'untrusted_web' in the "
-        "prompt block, so that it is never read as one of the block's facts (§12: web content "
-        "never becomes truth). memlab's choice.", stage="runtime", spec="reverie §12")
+        "[unverified web content] ", "Prefix of an item with source_type 'untrusted_web' (stored "
+        "apart, recalled only with include_web) in the prompt block, so that it is never read as "
+        "one of the block's facts (§12: web content never becomes truth). memlab's choice.",
+        stage="runtime", spec="reverie §12")
+    web_k: int = _f(
+        3, "At most this many items of untrusted web content (stored apart, memory_web_content) "
+        "join a recall that asks for them (recall(..., include_web=True)); plain recall never "
+        "sees web content. memlab's choice: a few, after the local memories.",
+        stage="runtime", spec="reverie §12", ge=0, le=1000)
 
     @field_validator("hijack_patterns_en", "hijack_patterns_zh", mode="after")
     @classmethod
