@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -19,41 +18,37 @@ import numpy as np
 from memlab.clock import Clock, FixedClock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
-from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput, StoreError, UnsafeWrite
-from memlab.inputs import check_id, check_ids, check_k, check_tenant, check_text
+from memlab.errors import EmbeddingUnavailable, UnsafeWrite
+from memlab.inputs import check_id, check_ids, check_tenant, check_text
 from memlab.lifecycle.ttl import TTLContext, expire_due
 from memlab.llm import LLM, as_llm
-from memlab.recall.associate import association_counts
-from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
-from memlab.recall.candidates import Scope, build_features, max_k
+from memlab.recall import live
 from memlab.recall.access import AccessBuffer
-from memlab.recall.tree import TreeDistances, with_tree_distance
-from memlab.recall.fuzzy import fuzz_recall
+from memlab.recall.associate import association_counts
+from memlab.recall.background import Background
+from memlab.recall.candidates import Scope
+from memlab.recall.embedding import TRUNCATED, EmbeddingAccess
+from memlab.recall.fuzzy import fuzzy_rates
 from memlab.recall.reader import ReaderResult, build_rag_context
 from memlab.recall.result import RecallResult
-from memlab.recall.score import score as score_table
-from memlab.recall.select import explain_columns, select
+from memlab.recall.tree import TreeDistances
 from memlab.safety import guard_user_message
 from memlab.status import HITS, RECALLS, RETURNED, StoreStatus, store_status
 from memlab.store import Store, browse
 from memlab.store.snapshot import read_snapshot
-from memlab.store.cache import FreshVectors
-from memlab.store.vectors import MAX_K as VECTOR_SEARCH_LIMIT
+from memlab.store.audit import record_refusal
+from memlab.store.web import WebContent
 from memlab.types import MemoryRecord
-from memlab.write.card import SOURCE_TYPE as CARD_SOURCE
-from memlab.write.card import CardSync, anchor_items, load_card, plan_sync
+from memlab.write.card import CardSync, sync_card
 from memlab.write.correction import CorrectionResult, resolve_user_correction
-from memlab.write.interaction import (CorrectionHook, InteractionResult, remember,
+from memlab.write.interaction import (CorrectionHook, InteractionResult, remember_items,
                                       store_interaction)
 from memlab.write.familiars import apply_writes
 from memlab.write.pipeline import WritePipeline
 from memlab.write import facts, feedback as usage, pins
 
 log = logging.getLogger("memlab")
-
-_NO_QUERY_VECTOR = "lexical recall only: the embedder gives this query no vector"
-#: The ``MemoryStore.stats`` key counting texts the embedder cut to ``embedding.max_tokens``.
-TRUNCATED = "truncated: texts cut to embedding.max_tokens"
+__all__ = ["MemoryStore", "open_store", "TRUNCATED"]
 
 
 class MemoryStore:
@@ -63,13 +58,11 @@ class MemoryStore:
                  clock: Clock, embedder_error: str = "", llm: LLM | None = None) -> None:
         self.config = config
         self._store = store
-        self._embedder = embedder
-        self._embedder_error = embedder_error
         self.clock = clock
         self.stats: Counter[str] = Counter()
-        self._bg: Background | None = None
-        self._bg_cached = False   # the store's cache holds the background sample (see add)
-        self._bg_pending = False  # the last write carried the sample's missing rows
+        #: the embedder, its background sample and degradations (memlab.recall.embedding)
+        self._emb = EmbeddingAccess(store, config=config, embedder=embedder,
+                                    embedder_error=embedder_error, stats=self.stats)
         #: the LLM of the LLM gate (gate.mode = "llm"); None: none
         self.llm: LLM | None = None if llm is None else as_llm(llm)
         #: store_interaction's user-correction hook (§5 step ①): by default fuzzy recall's
@@ -80,7 +73,7 @@ class MemoryStore:
         self._short_term_rng = np.random.default_rng(config.layers.short_term_seed)
         self._access: AccessBuffer | None = None   # the reader's (see access_stats)
         self._writer = WritePipeline(
-            store, config=config, embed=self._embed_for_write, associate=self._associations,
+            store, config=config, embed=self._emb.for_write, associate=self._associations,
             counters=self.stats,
             tenant=lambda a, u, where: self._tenant(a, u, where=where))
 
@@ -101,7 +94,11 @@ class MemoryStore:
 
     @property
     def embedder(self) -> Embedder | None:
-        return self._embedder
+        return self._emb.embedder
+
+    @property
+    def _embedder(self) -> Embedder | None:
+        return self._emb.embedder
 
     @property
     def path(self) -> str:
@@ -156,7 +153,7 @@ class MemoryStore:
         with self._refusals_audited(now):
             stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing,
                                         turn=turn, supersede=supersede)
-        self._bg_cached = self._bg_cached or self._bg_pending
+        self._emb.written()
         return stored
 
     def write(self, writer_output: Any, **kwargs: Any):
@@ -184,17 +181,10 @@ class MemoryStore:
         are. ``dry_run``: only the plan (print it: ``str(plan)``). A malformed card raises
         CardError naming the file, the field and the rule, and writes nothing."""
         agent_id, user_id = self._tenant(agent_id, user_id)
-        c = load_card(card, max_chars=self.config.recall.max_text_chars)
-        existing = self._store.repo.by_source(CARD_SOURCE, agent_id=agent_id, user_id=user_id)
-        plan = plan_sync(c, existing, cfg=self.config.card, agent_id=agent_id, user_id=user_id,
-                         dry_run=dry_run)
-        if plan.changed and not dry_run:
-            self.add_many(anchor_items(plan, importance=self.config.layers.permanent_importance),
-                          clock=clock, replacing=[a.id for a in plan.removed])
-            self.stats["card anchors added"] += len(plan.added)
-            self.stats["card anchors removed"] += len(plan.removed)
-        return plan
-
+        return sync_card(self._store.repo, card, agent_id=agent_id, user_id=user_id,
+                         dry_run=dry_run, cfg=self.config, stats=self.stats,
+                         add_many=lambda items, replacing: self.add_many(
+                             items, clock=clock, replacing=replacing))
 
     def store_interaction(self, user_message: str, assistant_reply: str = "", *,
                           emotion: float | Mapping[str, float] | None = None,
@@ -233,37 +223,13 @@ class MemoryStore:
         caller has them (benchmarks embed them once through their cache).
         """
         now = to_unix((clock or self.clock).now())
-        items = [dict(it) for it in items]
-        messages = [it.pop("message", None) for it in items]
-        replies = [it.pop("reply", None) or "" for it in items]
         with self._refusals_audited(now):
-            drafts = self._writer.prepare(items, now=now)
-        for i, (m, r) in enumerate(zip(messages, replies)):
-            if m is not None:
-                check_text(m, f"items[{i}].message", max_chars=self.config.recall.max_text_chars,
-                           limit_name="recall.max_text_chars")
-            if not isinstance(r, str):
-                raise InvalidInput(f"items[{i}].reply", "must be a string", type(r).__name__)
-        for name, arr in (("vectors", vectors), ("message_vectors", message_vectors)):
-            if arr is not None and len(arr) != len(drafts):
-                raise InvalidInput(name, f"one vector per item ({len(drafts)})", len(arr))
-        results = remember(self._writer, drafts, messages=[m or d.text for m, d in
-                                                           zip(messages, drafts)],
-                           replies=replies, now=now, rng=self._short_term_rng,
-                           llm=self.llm if llm is None else as_llm(llm), degraded=self._degraded,
-                           vectors=vectors, message_vectors=message_vectors)
-        self._bg_cached = self._bg_cached or self._bg_pending
+            results = remember_items(
+                self._writer, items, now=now, rng=self._short_term_rng,
+                llm=self.llm if llm is None else as_llm(llm), degraded=self._degraded,
+                vectors=vectors, message_vectors=message_vectors)
+        self._emb.written()
         return results
-
-    def _embed_for_write(self, texts: list[str]):
-        """The write pipeline's embed step: (vectors or None, vectors the cache lacks)."""
-        self._bg_pending = False
-        vectors, new = self._embed_documents(texts)
-        if vectors is None:
-            return None, []
-        bg = self._background_rows()
-        self._bg_pending = bool(bg)
-        return vectors, ([new] if new is not None else []) + bg
 
     def _associations(self, texts: list[str], owner: tuple[str, str], now: float,
                       vectors: np.ndarray | None = None) -> list[int]:
@@ -274,18 +240,6 @@ class MemoryStore:
         feats = self.features(qs, k=cfg.importance.association_k, now=now, agent_id=owner[0],
                               user_id=owner[1], query_vectors=vectors)
         return association_counts(feats.columns, n_queries=len(qs), cfg=cfg).tolist()
-
-    def _embed_documents(self, texts: Sequence[str]):
-        """(vectors, the newly embedded ones the add caches in its transaction), or (None, None):
-        stored as pending."""
-        if self._embedder is None:
-            self._degraded("documents stored without vectors (pending)")
-            return None, None
-        try:
-            return self._embed(self._store.lookup_cached, self._embedder, texts)
-        except EmbeddingUnavailable as exc:
-            self._degraded(f"embedding failed ({exc}); documents stored as pending")
-            return None, None
 
     @property
     def health(self):
@@ -298,13 +252,13 @@ class MemoryStore:
     def embed_pending(self, *, batch: int = 256) -> int:
         """Embed records whose vector is missing (after the embedder comes back). Returns count."""
         if self._embedder is None:
-            raise EmbeddingUnavailable(self._embedder_error or "no embedder")
+            raise EmbeddingUnavailable(self._emb.embedder_error or "no embedder")
         return self._embed(self._store.embed_pending, self._embedder, batch=batch)
 
     def rebuild_vectors(self) -> int:
         """Drop the vector cache and rebuild it from the truth (texts via the embedding cache)."""
         if self._embedder is None:
-            raise EmbeddingUnavailable(self._embedder_error or "no embedder")
+            raise EmbeddingUnavailable(self._emb.embedder_error or "no embedder")
         return self._embed(self._store.rebuild_vectors, self._embedder)
 
     # -- read --------------------------------------------------------------------------------
@@ -316,39 +270,19 @@ class MemoryStore:
 
     def recall(self, query: str, *, k: int | None = None, clock: Clock | None = None,
                agent_id: str | None = None, user_id: str | None = None,
-               tree: TreeDistances | None = None) -> RecallResult:
+               include_web: bool = False, tree: TreeDistances | None = None) -> RecallResult:
         """The k most relevant memories for ``query`` at the clock's time (§8), with ``explain``.
+        ``include_web``: also up to ``safety.web_k`` items of untrusted web content (stored apart,
+        never seen otherwise; :mod:`memlab.recall.web`), after the memories and labelled.
         ``tree``: hops from the query's anchor node in a dialogue tree, by memory id (a mapping
         or a callable, e.g. ``DialogTree.memory_distances(anchor)``), the raw signal the
         ``dialog_tree`` scorer reads (:mod:`memlab.recall.tree`); default: unknown."""
-        query = check_text(query, "query", max_chars=self.config.recall.max_query_chars,
-                           limit_name="recall.max_query_chars")
-        cfg = self.config
-        k = self._k(k)
-        now = to_unix((clock or self.clock).now())
-        scope = Scope(*self._tenant(agent_id, user_id))
-        notes: list[str] = self._store.notes()
-        qv = self._embed_query(query, notes)
-        background = None
-        if qv is not None:
-            background = self.background(notes)
-            qv = None if background is None else qv
-        # every read of the store from here on sees one committed state (Store.read)
-        result = self._store.read(
-            lambda: self._recall_read(query, qv, scope, now, k, notes, background, tree))
+        result = live.recall(self._store, self._emb, query, k=k, include_web=include_web,
+                             now=to_unix((clock or self.clock).now()), tree=tree,
+                             scope=Scope(*self._tenant(agent_id, user_id)), cfg=self.config)
         self.stats[RECALLS] += 1               # hit statistics (memlab.status)
         self.stats[HITS] += bool(len(result))
         self.stats[RETURNED] += len(result)
-        if cfg.fuzzy.enabled:   # §9.2: a projection of the texts, each swap logged
-            try:
-                result = fuzz_recall(result, store=self._store, agent_id=scope.agent_id,
-                                     user_id=scope.user_id, at=now, cfg=cfg.fuzzy)
-            except StoreError as exc:   # never an unaudited swap: the true texts instead
-                self._degraded(f"fuzzy recall skipped: its audit rows cannot be written "
-                               f"({type(exc).__name__})")
-                return result
-            self.stats["fuzzy: memories projected"] += len(result)
-            self.stats["fuzzy: swaps"] += len(result.swaps)
         return result
 
     def status(self) -> StoreStatus:
@@ -372,6 +306,13 @@ class MemoryStore:
         what each held (:meth:`memlab.store.Store.release`)."""
         return self._store.release()
 
+    def get_web(self, ids: Sequence[str], *, agent_id: str | None = None,
+                user_id: str | None = None) -> list[MemoryRecord]:
+        """Untrusted web content by id (stored apart: :meth:`get` never returns it)."""
+        agent_id, user_id = self._tenant(agent_id, user_id)
+        return WebContent(self._store.conn).get(check_ids(ids), agent_id=agent_id,
+                                                user_id=user_id)
+
     def guarded_recall(self, user_message: str, **kwargs: Any) -> RecallResult:
         """:meth:`recall` behind the injection guard (§10 ``guard.memory_safe``): a user message
         that matches a hijack rule (:func:`memlab.safety.guard_user_message`) does not recall;
@@ -390,9 +331,7 @@ class MemoryStore:
                     agent_id=agent_id, user_id=user_id, rule=verdict.rule or "",
                     pattern=verdict.pattern or "", excerpt=verdict.excerpt)
         self.stats["recall skipped: injection guard"] += 1
-        return RecallResult(query, (), {}, self.config.selection.prompt_max_items,
-                            f"injection guard: recall skipped (safety rule {verdict.rule!r})",
-                            untrusted_label=self.config.safety.untrusted_label)
+        return live.skipped(query, verdict.rule, self.config)
 
     def audit_log(self, *, agent_id: str | None = None, user_id: str | None = None
                   ) -> list[dict[str, Any]]:
@@ -404,42 +343,11 @@ class MemoryStore:
 
     def _audit(self, action: str, *, now: float, agent_id: str | None, user_id: str | None,
                **row: str) -> None:
-        """Record a refusal; a store that cannot write it is a documented degradation (logged
-        once, counted): the refusal itself still stands."""
+        """Record a refusal (:func:`memlab.store.audit.record_refusal`)."""
         w = self.config.writer
-        try:
-            self._store.audit.record(at=now, agent_id=agent_id or w.default_agent_id,
-                                     user_id=user_id or w.default_user_id, action=action, **row)
-        except StoreError as exc:
-            self._degraded(f"audit row not written ({type(exc).__name__})")
-            log.debug("memlab: audit row not written: %s", exc)
-
-    def _recall_read(self, query: str, qv: np.ndarray | None, scope: Scope, now: float, k: int,
-                     notes: list[str], background: Background | None,
-                     tree: TreeDistances | None = None) -> RecallResult:
-        cfg = self.config
-        feats = build_features([query], query_vectors=qv, repo=self._store.signals(),
-                               dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg,
-                               background=background)
-        if tree is not None:
-            feats = with_tree_distance(feats, [tree])
-        table = feats.columns
-        if not len(feats):
-            reason = ("no memories stored for this agent and user"
-                      if self.count(agent_id=scope.agent_id, user_id=scope.user_id) == 0
-                      else "no stored memory shares a term or an entity with the query")
-            return RecallResult(query, (), explain_columns(table, None, np.zeros(0, int), {}, {}),
-                                cfg.selection.prompt_max_items, reason, tuple(notes),
-                                untrusted_label=cfg.safety.untrusted_label)
-        scored = score_table(table, cfg)
-        positions = select(table, scored, terms=feats.terms, k=k, cfg=cfg)[0]
-        frame = explain_columns(table, scored, positions, feats.ids, feats.texts)
-        rows = table["row"][positions]
-        memories = tuple(self._store.repo.get_rows(rows.tolist()))
-        reason = "" if len(memories) else (
-            "nothing relevant enough: every candidate is below the relevance floor or forgotten")
-        return RecallResult(query, memories, frame, cfg.selection.prompt_max_items, reason,
-                            tuple(notes), untrusted_label=cfg.safety.untrusted_label)
+        record_refusal(self._store.audit, degraded=self._degraded, at=now, action=action,
+                       agent_id=agent_id or w.default_agent_id,
+                       user_id=user_id or w.default_user_id, **row)
 
     def resolve_user_correction(self, message: str, *, agent_id: str | None = None,
                                 user_id: str | None = None, clock: Clock | None = None
@@ -464,11 +372,7 @@ class MemoryStore:
         """This store object's fuzzy recall counters: memories projected, swaps, corrections,
         fuzz rate (swaps / projected) and correction rate (corrections / swaps); NaN for 0/0.
         Per owner from the persistent log: :func:`memlab.recall.fuzzy.fuzzy_report`."""
-        projected = self.stats["fuzzy: memories projected"]
-        swaps, fixed = self.stats["fuzzy: swaps"], self.stats["fuzzy: corrections"]
-        return {"projected": projected, "swaps": swaps, "corrections": fixed,
-                "fuzz_rate": swaps / projected if projected else math.nan,
-                "correction_rate": fixed / swaps if swaps else math.nan}
+        return fuzzy_rates(self.stats)
 
     def features(self, queries: Sequence[str], *, k: int, now: float,
                  query_vectors: np.ndarray | None = None, agent_id: str | None = None,
@@ -477,118 +381,21 @@ class MemoryStore:
         it many times). ``query_vectors`` default: embedded here (None if the embedder is out).
         ``background``: the embedder's background sample (:mod:`memlab.recall.background`);
         default: :meth:`background` (benchmarks pass one embedded through their cache)."""
-        cfg = self.config
-        k = self._k(k)
-        if isinstance(queries, str) or not isinstance(queries, Sequence):
-            raise InvalidInput("queries", "must be a list of query strings", type(queries).__name__)
-        queries = [check_text(q, f"queries[{i}]", max_chars=cfg.recall.max_query_chars,
-                              limit_name="recall.max_query_chars") for i, q in enumerate(queries)]
-        scope = Scope(*self._tenant(agent_id, user_id))
-        if query_vectors is None and self._embedder is not None and cfg.recall.use_dense:
-            try:
-                query_vectors = self._embed(self._embedder.embed_queries, queries)
-            except EmbeddingUnavailable as exc:
-                self._degraded(f"lexical recall only: {exc}")
-        if not cfg.recall.use_dense:
-            query_vectors = None
-        if query_vectors is not None and not np.asarray(query_vectors).any(axis=1).all():
-            # build_features skips the dense route of a query without a vector
-            self._degraded(_NO_QUERY_VECTOR, n=int((~np.asarray(query_vectors).any(axis=1)).sum()))
-        if query_vectors is not None and background is None:
-            background = self.background([])
-            query_vectors = None if background is None else query_vectors
-        return self._store.read(lambda: build_features(
-            list(queries), query_vectors=query_vectors, repo=self._store.signals(),
-            dense=self._store.dense, scope=scope, now=now, k=k, cfg=cfg, background=background))
+        return live.features(self._store, self._emb, queries, k=k, now=now,
+                             scope=Scope(*self._tenant(agent_id, user_id)),
+                             query_vectors=query_vectors, background=background, cfg=self.config)
 
     def background(self, notes: list[str] | None = None) -> Background | None:
         """The background sample embedded by this store's embedder (the zscore relevance floor's
-        calibration, :mod:`memlab.recall.background`), kept in memory once embedded. Read through
-        the store's embedding cache, never written to it here (a recall does not write): the
-        store's next add caches what it lacks. None when the embedder cannot embed it: recall
-        then degrades to lexical (logged once, counted, noted)."""
-        if self._bg is None and self._embedder is not None:
-            try:
-                self._bg = background_for(self.config.recall, version=self._embedder.version,
-                                          embed=self._lookup_embed)
-            except EmbeddingUnavailable as exc:
-                what = self._degraded(f"lexical recall only: background sample not embedded "
-                                      f"({exc})")
-                if notes is not None:
-                    notes.append(what)
-        return self._bg
-
-    def _background_rows(self) -> list[FreshVectors]:
-        """The background sample's vectors the store's embedding cache lacks, for the add that
-        embeds its own texts to cache in its transaction (checked once per opened store). An
-        embedder that cannot embed the sample leaves it uncached: recall says so (see
-        :meth:`background`), the add goes on."""
-        if self._bg_cached or self._embedder is None:
-            return []
-        if self._bg is None:
-            embedder = self._embedder
-            try:
-                self._bg = background_for(self.config.recall, version=embedder.version,
-                                          embed=self._lookup_embed)
-            except EmbeddingUnavailable:
-                self._bg_cached = True   # not retried at every add; recall notes it
-                return []
-        return missing_cache_rows(self._bg, load_texts(self.config.recall), self._store.embeddings)
-
-    def _lookup_embed(self, texts: list[str], query: bool) -> np.ndarray:
-        """The embedder's vectors of ``texts`` through the store's cache, read only."""
-        embedder = self._embedder
-        key = embedder.version + ("|query" if query else "")
-        fn = embedder.embed_queries if query else embedder.embed_documents
-        return self._store.embeddings.lookup(key, texts, fn)[0]
-
-    def _k(self, k: Any) -> int:
-        """The validated k of a call (None: ``recall.k``): a whole number in [1, max k], max k
-        being the largest whose dense pool (``recall.dense_pool_per_k * k``) fits the vector
-        search, which returns at most VECTOR_SEARCH_LIMIT (4096, sqlite-vec's limit) rows."""
-        rc = self.config.recall
-        if rc.use_dense and rc.dense_pool_min > VECTOR_SEARCH_LIMIT:
-            raise ConfigError("recall.dense_pool_min", f"must be <= {VECTOR_SEARCH_LIMIT}, the "
-                              "most rows the vector search returns", rc.dense_pool_min)
-        return check_k(rc.k if k is None else k, field="recall.k" if k is None else "k",
-                       max_k=max_k(rc, VECTOR_SEARCH_LIMIT),
-                       why=f"the dense pool, recall.dense_pool_per_k * k = "
-                           f"{rc.dense_pool_per_k} * k, must fit the vector search's limit of "
-                           f"{VECTOR_SEARCH_LIMIT} rows")
-
-    def _embed_query(self, query: str, notes: list[str]) -> np.ndarray | None:
-        if self._embedder is None or not self.config.recall.use_dense:
-            if self._embedder is None:
-                notes.append(self._degraded("lexical recall only: embedder unavailable"))
-            return None
-        try:
-            qv = self._embed(self._embedder.embed_queries, [query])
-        except EmbeddingUnavailable as exc:
-            notes.append(self._degraded(f"lexical recall only: {exc}"))
-            return None
-        if not np.asarray(qv).any():
-            notes.append(self._degraded(_NO_QUERY_VECTOR))
-            return None
-        return qv
+        calibration, :mod:`memlab.recall.embedding`); None when the embedder cannot embed it."""
+        return self._emb.background(notes)
 
     def _embed(self, fn, *args: Any, **kwargs: Any) -> Any:
-        """Call the embedder (directly or through the store's cache); count the texts it cut to
-        ``embedding.max_tokens`` (the embedder logs the first) in ``stats``."""
-        before = getattr(self._embedder, "truncated", 0)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            cut = getattr(self._embedder, "truncated", 0) - before
-            if cut:
-                self.stats[TRUNCATED] += cut
+        return self._emb.embed(fn, *args, **kwargs)
 
     def _degraded(self, what: str, *, n: int = 1) -> str:
-        """Log a documented degradation once per kind and count every occurrence (``n`` here)."""
-        self.stats[f"degraded: {what}"] += n
-        if self.stats[f"degraded: {what}"] == n:
-            log.warning("memlab degraded: %s%s", what,
-                        f" ({self._embedder_error})" if self._embedder_error else "")
-        return what
+        """Log a documented degradation once per kind and count it (:mod:`.recall.embedding`)."""
+        return self._emb.degraded(what, n=n)
 
     def reinforce(self, result: RecallResult | Sequence[str], *, clock: Clock | None = None,
                   agent_id: str | None = None, user_id: str | None = None) -> int:
@@ -661,7 +468,7 @@ class MemoryStore:
 
         if self._embedder is None:
             raise EmbeddingUnavailable(f"consolidation needs the embedder's vectors: "
-                                       f"{self._embedder_error or 'this store has no embedder'}")
+                                       f"{self._emb.embedder_error or 'this store has no embedder'}")
         a, u = self._tenant(agent_id, user_id)
         kwargs.setdefault("llm", self.llm)
         return consolidate(self._store, embedder=self._embedder, dry_run=dry_run, agent_id=a,

@@ -193,7 +193,8 @@ class ChatSession:
                             f"recall failed ({type(exc).__name__}) and no safe memories yet",
                             notes=(f"recall failed: {type(exc).__name__}: {exc}; "
                                    "the last safe memories",),
-                            untrusted_label=c.safety.untrusted_label)
+                            untrusted_label=c.safety.untrusted_label,
+                            past_label=c.facts.past_label)
 
     def frame(self) -> pd.DataFrame:
         """The transcript: one row per turn (:meth:`Turn.to_dict`)."""

@@ -308,38 +308,6 @@ def unpin_cmd(
     typer.echo(f"unpinned {memory_id}")
 
 
-@app.command("contradictions")
-def contradictions_cmd(
-    store: Path = typer.Argument(..., help="The store file."),
-    check: bool = typer.Option(False, "--check", help="Run the evidence check first (records "
-                               "what it finds)."),
-    all_: bool = typer.Option(False, "--all", help="Resolved ones too."),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
-    as_json: bool = typer.Option(False, "--json"),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
-) -> None:
-    """Recorded contradictions: active memories of one fact key with different values."""
-    from dataclasses import asdict
-
-    try:
-        with _governed(store, config, set_) as st:
-            found = st.contradictions(check=check, open_only=not all_, agent_id=agent_id,
-                                      user_id=user_id)
-    except MemlabError as exc:
-        _fail(exc)
-    if as_json:
-        typer.echo(json.dumps([asdict(c) for c in found], ensure_ascii=False, indent=1))
-        return
-    if not found:
-        typer.echo("no contradictions recorded")
-    for c in found:
-        state = f"resolved {_when(c.resolved_at)}: {c.resolution}" if c.resolved_at else "open"
-        typer.echo(f"#{c.id}\t{c.fact_key}\t{state}\tfound {_when(c.found_at)}")
-        for mid, value in zip(c.memory_ids, c.values):
-            typer.echo(f"\t{mid}\t{value}")
-
-
 @app.command("fit")
 def fit_cmd(
     dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d",
@@ -459,7 +427,7 @@ def fit_cmd(
 def _mount() -> None:
     from memlab.bench.cli import bench
     from memlab.bench.datasets.cli import datasets_app
-    from memlab.jobs.cli import jobs_app
+    from memlab.jobs.cli import contradictions_cmd, jobs_app
     from memlab.lifecycle.cli import consolidate_cmd
     from memlab.serve.cli import serve_cmd, status_cmd
     from memlab.tune.cli import sweep_cmd
@@ -470,6 +438,7 @@ def _mount() -> None:
     app.add_typer(vram_app, name="vram")
     app.add_typer(datasets_app, name="datasets")
     app.add_typer(jobs_app, name="jobs")
+    app.command("contradictions")(contradictions_cmd)   # the alias of `memlab jobs contradictions`
     app.command("bench")(bench)
     app.command("sweep")(sweep_cmd)
     app.command("consolidate")(consolidate_cmd)

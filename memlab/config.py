@@ -470,6 +470,24 @@ class FactsConfig(_Section):
         ("long_term", "short_term"), "Retention layers whose memories get derived fact keys. "
         "memlab's choice: not the permanent layer (the character card's anchors are the "
         "character's, not the user's facts).", stage="ingest")
+    historical_sees_superseded: bool = _f(
+        True, "A question with historical intent (temporal.historical_cues: 以前/之前/原来/used "
+        "to/previously) also sees the owner's superseded fact revisions: the dense route ranks "
+        "them with the active memories by cosine (the lexical and entity routes hold active "
+        "memories only), and the prompt block labels them facts.past_label. Other questions see "
+        "the latest revision only. The cues are read even with temporal.enabled off (the "
+        "baselines), which then leaves the intent column 0: this is the facts feature, not a "
+        "score signal. memlab's choice: 'where did I live before?' asks for the revision that "
+        "supersession hid.", stage="candidates", spec="reverie §6.1, §11.2")
+    historical_pool_max: int = _f(
+        1000, "At most this many superseded revisions of the owner (newest first) are ranked by "
+        "cosine for a historical question (facts.historical_sees_superseded). memlab's choice: "
+        "bounds the vectors read per question; a store rarely holds more.",
+        stage="candidates", ge=1, le=100_000)
+    past_label: str = _f(
+        "[past, since updated / 以前的，已更新] ", "Prefix of a superseded fact revision in the "
+        "prompt block (a historical question's answer is a past state, never the current one). "
+        "memlab's choice, zh and en.", stage="runtime", spec="reverie §6.1")
 
     @field_validator("patterns")
     @classmethod
@@ -521,9 +539,12 @@ class TemporalConfig(_Section):
         "Cues of recent intent (§11.2: 最近/现在 -> recent); read into the intent column.",
         stage="candidates", spec="reverie §11.2")
     historical_cues: tuple[str, ...] = _f(
-        ("以前", "曾经", "过去", "从前", "当年", "原来", "之前", "used to", "previously",
-         "in the past", "formerly", "back then", "before"),
-        "Cues of historical intent (§11.2: 以前/曾经 -> historical); read into the intent column.",
+        ("以前", "曾经", "过去", "从前", "当年", "原来", "之前", "used to", "did i use to",
+         "didn't i use to", "did you use to", "did we use to", "previously", "in the past",
+         "formerly", "back then", "before"),
+        "Cues of historical intent (§11.2: 以前/曾经 -> historical); read into the intent column. "
+        "'used to' asked as a question reads 'did I use to' (memlab's choice: the phrases, not "
+        "a bare 'use to', which 'what do I use to track runs?' also holds).",
         stage="candidates", spec="reverie §11.2")
     when_cues: tuple[str, ...] = _f(
         ("什么时候", "何时", "哪天", "哪一天", "几号", "几月", "哪年", "when", "what date",
@@ -1228,9 +1249,15 @@ class SafetyConfig(_Section):
         160, "Characters of the normalised text kept around the match in a memory_audit row. "
         "memlab's choice.", ge=1, le=100_000, stage="runtime")
     untrusted_label: str = _f(
-        "[unverified web content] ", "Prefix of a memory with source_type 'untrusted_web' in the "
-        "prompt block, so that it is never read as one of the block's facts (§12: web content "
-        "never becomes truth). memlab's choice.", stage="runtime", spec="reverie §12")
+        "[unverified web content] ", "Prefix of an item with source_type 'untrusted_web' (stored "
+        "apart, recalled only with include_web) in the prompt block, so that it is never read as "
+        "one of the block's facts (§12: web content never becomes truth). memlab's choice.",
+        stage="runtime", spec="reverie §12")
+    web_k: int = _f(
+        3, "At most this many items of untrusted web content (stored apart, memory_web_content) "
+        "join a recall that asks for them (recall(..., include_web=True)); plain recall never "
+        "sees web content. memlab's choice: a few, after the local memories.",
+        stage="runtime", spec="reverie §12", ge=0, le=1000)
 
     @field_validator("hijack_patterns_en", "hijack_patterns_zh", mode="after")
     @classmethod

@@ -58,6 +58,9 @@ def _intent(q):
 def test_temporal_intent():
     assert _intent("她最近在忙什么？").kind == "recent"
     assert _intent("我以前住在哪里？").kind == "historical"
+    assert _intent("What sport did I use to do every week?").kind == "historical"
+    assert _intent("Didn't I use to live in Boston?").kind == "historical"
+    assert _intent("What app do I use to track my runs?").kind == "none"
     assert _intent("我第一次去北京是什么时候？") == TemporalIntent(when=True, first=True)
     assert _intent("When did I adopt the cat?").kind == "when"
     assert _intent("What have I been reading lately?").kind == "recent"

@@ -204,31 +204,47 @@ def atoms_cmd(
 @jobs_app.command("contradictions")
 def contradictions_cmd(
     store: Path = _STORE,
+    check: bool = typer.Option(False, "--check", help="Run the evidence check first (records "
+                               "what it finds), of the owner given or of every owner."),
     include_resolved: bool = typer.Option(False, "--all", help="Resolved ones too."),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
+    agent_id: Optional[str] = typer.Option(None, help="One owner (with --user-id); default: "
+                                           "every owner."),
+    user_id: Optional[str] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="The contradictions as JSON."),
     config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
 ) -> None:
-    """The contradictions evidence_check recorded: active memories, one fact key, different
-    values (memlab.write.facts)."""
+    """Recorded contradictions: active memories of one fact key with different values
+    (memlab.write.facts; found by the evidence_check job or --check). Also ``memlab
+    contradictions``: one command, two names."""
     from dataclasses import asdict
 
-    from memlab.jobs import contradictions
+    from memlab.clock import to_unix
+    from memlab.write.facts import evidence_check, list_contradictions
+
+    from memlab.errors import InvalidInput
 
     try:
+        if (agent_id is None) != (user_id is None):
+            raise InvalidInput("--agent-id/--user-id", "give both (one owner) or neither (every "
+                               "owner)", (agent_id, user_id))
         with _open(store, config, set_) as worker:
-            rows = contradictions(worker.store.conn, agent_id=agent_id, user_id=user_id,
-                                  include_resolved=include_resolved)
+            repo = worker.store.repo
+            if check:
+                evidence_check(repo, cfg=worker.store.config, agent_id=agent_id,
+                               user_id=user_id, at=to_unix(SystemClock().now()))
+            rows = list_contradictions(repo, agent_id=agent_id, user_id=user_id,
+                                       open_only=not include_resolved)
     except MemlabError as exc:
         _fail(exc)
     if as_json:
         typer.echo(json.dumps([asdict(c) for c in rows], ensure_ascii=False, indent=1))
         return
     if not rows:
-        typer.echo("no contradictions recorded (run an evidence_check job)")
+        typer.echo("no contradictions recorded (run an evidence_check job, or --check)")
         return
     for c in rows:
-        state = f"resolved {_iso(c.resolved_at)}" if c.resolved_at is not None else "open"
-        typer.echo(f"{c.fact_key} ({c.agent_id}/{c.user_id}, {state})")
+        state = f"resolved {_iso(c.resolved_at)}: {c.resolution}" if c.resolved_at is not None \
+            else "open"
+        typer.echo(f"#{c.id} {c.fact_key} ({c.agent_id}/{c.user_id}, {state})")
         for mid, value in zip(c.memory_ids, c.values):
             typer.echo(f"  {mid}: {value}")

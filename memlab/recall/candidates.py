@@ -4,6 +4,12 @@ For each query, gather candidates from every route — permanent (always conside
 search), lexical (term index, BM25-ranked) and entity (memories sharing a named entity, §11.1) —
 and compute their raw signals into one :mod:`memlab.recall.features` table. Nothing here depends on
 a scoring weight: the pure scorer reads the table.
+
+Every route sees active memories only, with one exception: a question with historical intent
+(``以前``/``used to``, §11.2) also sees the owner's superseded fact revisions when
+``facts.historical_sees_superseded`` is on — the dense route ranks them by cosine together with
+its active rows, as if the vector search had included them (:func:`_with_history`). The lexical
+and entity indexes hold active memories only, so an old revision is found by its vector.
 """
 
 from __future__ import annotations
@@ -85,8 +91,12 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
     rc, tc = cfg.recall, cfg.temporal
     n_perm, n_dense, n_lex = pools
     qterms = memory_terms(query, term_cap=rc.query_term_cap, text_cap=rc.text_cap)
-    intent = temporal_intent(query, recent=tc.recent_cues, historical=tc.historical_cues,
-                             when=tc.when_cues, first=tc.first_cues).code if tc.enabled else 0
+    history = cfg.facts.historical_sees_superseded
+    cues = temporal_intent(query, recent=tc.recent_cues, historical=tc.historical_cues,
+                           when=tc.when_cues, first=tc.first_cues) if tc.enabled or history \
+        else None
+    intent = cues.code if tc.enabled else 0
+    history = history and cues.historical   # the route reads the cues even with temporal off
     window = time_window_days(query) if tc.enabled and tc.time_windows else None
     since = now - window * SECONDS_PER_DAY if window else None
     bounds = {"since": since, "until": now + 1.0} if since is not None else {}
@@ -98,7 +108,11 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
     if rc.use_permanent and n_perm > 0:
         p_rows = repo.permanent_candidates(**who, limit=n_perm)
     if rc.use_dense and qv is not None and dense is not None and n_dense > 0:
-        d_rows, _ = dense.search(qv, n_dense, **who, **bounds)
+        d_rows, d_cos = dense.search(qv, n_dense, **who, **bounds)
+        if history:
+            d_rows = _with_history(d_rows, d_cos, qv, repo=repo, dense=dense, who=who,
+                                   bounds=bounds, limit=n_dense,
+                                   pool=cfg.facts.historical_pool_max)
     if rc.use_lexical and qterms and n_lex > 0:
         l_rows, _, l_bm25 = repo.lexical_candidates(qterms, **who, limit=n_lex)
     entities = extract_entities(query, min_chars=cfg.entity.min_chars) if cfg.entity.enabled \
@@ -124,6 +138,24 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
         else:
             entity = np.asarray(repo.entity_matches(entities, rows), np.int64)
     return _Routes(rows, dense_rank, lex_rank, bm25, entity, frozenset(qterms), intent, since)
+
+
+def _with_history(d_rows: np.ndarray, d_cos: np.ndarray, qv: np.ndarray, *, repo,
+                  dense: DenseIndex, who: dict[str, str], bounds: dict[str, float], limit: int,
+                  pool: int) -> np.ndarray:
+    """The dense route of a historical question over active memories *and* the owner's
+    superseded revisions (at most ``pool``, newest first): the best ``limit`` by cosine, the
+    active rows keeping their order (a tie goes to the active row)."""
+    h_rows = repo.superseded_candidates(**who, limit=pool, **bounds)
+    if not len(h_rows):
+        return d_rows
+    have, vecs = dense.vectors(h_rows)
+    if not len(have):
+        return d_rows
+    h_cos = vecs @ np.asarray(qv, np.float32)
+    rows = np.concatenate([np.asarray(d_rows, np.int64), h_rows[have]])
+    cos = np.concatenate([np.asarray(d_cos, np.float64), h_cos.astype(np.float64)])
+    return rows[np.argsort(-cos, kind="stable")[:limit]]
 
 
 class _BackgroundSignals:

@@ -26,10 +26,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import random
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -205,6 +206,17 @@ def fuzz_recall(result: RecallResult, *, store: Any, agent_id: str, user_id: str
                                metas=[s.meta() for s in swaps])
         swaps = [dataclasses.replace(s, event_id=i) for s, i in zip(swaps, ids)]
     return project(result, swaps)
+
+
+def fuzzy_rates(stats: Mapping[str, int]) -> dict[str, float]:
+    """A store object's fuzzy recall counters (``MemoryStore.stats``): memories projected,
+    swaps, corrections, fuzz rate (swaps / projected) and correction rate (corrections /
+    swaps); NaN for 0/0."""
+    projected = stats.get("fuzzy: memories projected", 0)
+    swaps, fixed = stats.get("fuzzy: swaps", 0), stats.get("fuzzy: corrections", 0)
+    return {"projected": projected, "swaps": swaps, "corrections": fixed,
+            "fuzz_rate": swaps / projected if projected else math.nan,
+            "correction_rate": fixed / swaps if swaps else math.nan}
 
 
 def fuzzy_report(store: Any) -> pd.DataFrame:

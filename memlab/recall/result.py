@@ -22,6 +22,8 @@ class RecallResult:
     guard). ``notes`` lists degradations (e.g. the embedder was unavailable: lexical recall only).
     ``untrusted_label`` (``safety.untrusted_label``) prefixes the memories whose ``source_type``
     is ``untrusted_web`` in the prompt block: web content is never one of its facts (§12).
+    ``past_label`` (``facts.past_label``) prefixes a superseded fact revision (a historical
+    question sees them, ``facts.historical_sees_superseded``): a past state, not the current one.
     ``swaps``: the entities fuzzy recall misremembered in these texts (:mod:`memlab.recall.fuzzy`;
     the store holds the true texts).
     """
@@ -34,6 +36,7 @@ class RecallResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     untrusted_label: str = ""
     swaps: tuple[Any, ...] = field(default_factory=tuple)
+    past_label: str = ""
 
     def __len__(self) -> int:
         return len(self.memories)
@@ -63,7 +66,8 @@ class RecallResult:
 
     def to_prompt(self) -> str:
         """The §10 block (empty string when nothing was recalled)."""
-        texts = [self.untrusted_label + m.text if m.source_type == UNTRUSTED_WEB else m.text
+        texts = [(self.untrusted_label if m.source_type == UNTRUSTED_WEB else "")
+                 + (self.past_label if m.lifecycle_state == "superseded" else "") + m.text
                  for m in self.memories]
         return render_prompt_block(texts, max_items=self.prompt_max_items)
 

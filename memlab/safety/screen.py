@@ -9,13 +9,14 @@ owner are validated and before a record is built:
   field, the rule and the pattern. The caller records the refusal (``memory_audit``) and writes
   nothing else;
 - **untrusted web content never becomes truth** (``source_type == "untrusted_web"``, the spec's
-  "网页来源打 untrusted_web 标记且永远不进入真相源"). memlab's choice of what "truth" means here,
-  since memlab keeps one table of memories (no separate retention layer): such a memory is stored
-  with ``epistemic_status = "speculative"`` (an explicit ``asserted`` or ``inferred`` is refused),
-  never in the permanent layer, never pinned, never with a ``fact_key`` or ``supersedes`` (so it
-  never enters or replaces the history of a fact), and the prompt block labels it
-  ``safety.untrusted_label`` (:class:`~memlab.recall.result.RecallResult`), so it is never one of
-  the block's "facts". Each refusal is an :class:`~memlab.errors.InvalidInput` naming the field.
+  "网页来源打 untrusted_web 标记且永远不进入真相源"): such an item is stored apart, in
+  ``memory_web_content`` (:mod:`memlab.store.web`, written by :mod:`memlab.write.web`), never in
+  ``memory_records``, so no recall route, fact supersession, contradiction, pin or budget sees
+  it; it is recalled only through ``recall(..., include_web=True)`` and labelled
+  ``safety.untrusted_label`` there (:mod:`memlab.recall.web`). Here it must also not *ask* to be
+  truth: ``epistemic_status`` is ``"speculative"`` (an explicit ``asserted`` or ``inferred`` is
+  refused), and a permanent layer, a pin, a ``fact_key`` or ``supersedes`` are refused. Each
+  refusal is an :class:`~memlab.errors.InvalidInput` naming the field.
 """
 
 from __future__ import annotations

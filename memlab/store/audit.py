@@ -11,9 +11,10 @@ own transaction: the refused write itself never is.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from memlab.errors import InvalidInput
+from memlab.errors import InvalidInput, StoreError
 
 from .connect import Connection, transaction
 
@@ -65,3 +66,15 @@ class AuditLog:
         sql = f"SELECT {', '.join(COLUMNS)} FROM memory_audit" + (
             f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
         return [dict(zip(COLUMNS, r)) for r in self.conn.execute(sql, args)]
+
+
+def record_refusal(audit: Any, *, degraded: Any, at: float, agent_id: str, user_id: str,
+                   action: str, **row: str) -> None:
+    """Record a refusal in ``audit`` (an :class:`AuditLog`); a store that cannot write it is a
+    documented degradation (``degraded(what)``: logged once, counted): the refusal itself still
+    stands."""
+    try:
+        audit.record(at=at, agent_id=agent_id, user_id=user_id, action=action, **row)
+    except StoreError as exc:
+        degraded(f"audit row not written ({type(exc).__name__})")
+        logging.getLogger("memlab").debug("memlab: audit row not written: %s", exc)

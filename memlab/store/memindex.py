@@ -46,11 +46,13 @@ from .snapshot import in_write_transaction, read_snapshot
 
 _COLUMNS = ("rowid, id, text, owner, retention_layer, cognitive_layer, importance, access_count, "
             "mention_count, timestamp, event_time, last_accessed, emotion_max, pinned, "
-            "lifecycle_state = 'active' AND deprecated = 0, terms_json, n_terms")
+            "lifecycle_state = 'active' AND deprecated = 0, terms_json, n_terms, "
+            "lifecycle_state = 'superseded' AND deprecated = 0")
 _LINKS = ("SELECT l.rowid, e.name FROM memory_entity_links l JOIN memory_entities e "
           "ON e.id = l.entity_id")
 # numeric per-position columns: name -> dtype
 _ARRAYS = {"rowid": np.int64, "owner": np.int64, "searchable": bool, "live": bool,
+           "superseded": bool,
            "layer": np.int8, "cognitive": np.int8, "importance": np.float64,
            "access_count": np.int64, "mention_count": np.int64, "timestamp": np.float64,
            "event_time": np.float64, "last_accessed": np.float64, "emotion_max": np.float64,
@@ -70,7 +72,7 @@ def _scalar_columns(cols: Sequence[tuple]) -> dict[str, list]:
             "event_time": [nan if v is None else v for v in cols[10]],
             "last_accessed": [nan if v is None else v for v in cols[11]],
             "emotion_max": list(cols[12]), "pinned": [bool(v) for v in cols[13]],
-            "dl": list(cols[16])}
+            "dl": list(cols[16]), "superseded": [bool(v) for v in cols[17]]}
 
 
 class _Postings:
@@ -361,6 +363,23 @@ class MemoryIndex:
         idx = np.flatnonzero(a["live"][:n] & a["searchable"][:n] & (a["owner"][:n] == o)
                              & (a["layer"][:n] == LAYER_CODES["permanent"]))
         order = np.lexsort((a["rowid"][idx], -a["timestamp"][idx], -a["importance"][idx]))
+        return a["rowid"][idx[order[:int(limit)]]]
+
+    def superseded_candidates(self, *, agent_id: str, user_id: str, limit: int,
+                              since: float | None = None, until: float | None = None
+                              ) -> np.ndarray:
+        """As :meth:`Repository.superseded_candidates`: newest first, then rowid."""
+        o = self._owner(agent_id, user_id)
+        if o is None or limit <= 0:
+            return np.zeros(0, np.int64)
+        a, n = self._a, self._n
+        mask = a["live"][:n] & a["superseded"][:n] & (a["owner"][:n] == o)
+        if since is not None or until is not None:
+            t = np.where(np.isnan(a["event_time"][:n]), a["timestamp"][:n], a["event_time"][:n])
+            mask &= (t >= (-math.inf if since is None else since)) & \
+                (t < (math.inf if until is None else until))
+        idx = np.flatnonzero(mask)
+        order = np.lexsort((a["rowid"][idx], -a["timestamp"][idx]))
         return a["rowid"][idx[order[:int(limit)]]]
 
     def lexical_candidates(self, terms: Sequence[str], *, agent_id: str, user_id: str, limit: int,

@@ -53,6 +53,9 @@ unresolved), with an index by (agent_id, user_id, kind, at): a correction looks 
 latest unresolved swaps without a scan. Existing rows get kind ``''`` and stay unresolved.
 
 Version 7 (facts over time, pins, usage feedback): see ``_V7`` below.
+
+Version 8 (safety, Reverie §12): ``memory_web_content``, untrusted web content stored apart from
+``memory_records`` (:mod:`memlab.store.web`): no recall route, index or governance step reads it.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from .audit import AUDIT_TABLE_SQL
 from .cache import CACHE_TABLE_SQL
 from .connect import Connection, db_path, transaction
 from .snapshot import read_snapshot
+from .web import WEB_TABLE_SQL
 
 
 def _in(values: Sequence[str]) -> str:
@@ -324,6 +328,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     )),
     (7, "facts over time, pins, usage feedback: fact and pin indexes, contradictions, usage "
      "totals", _V7),
+    (8, "memory_web_content: untrusted web content stored apart (Reverie §12)", WEB_TABLE_SQL),
 )
 
 LATEST = MIGRATIONS[-1][0]

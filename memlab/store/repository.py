@@ -495,6 +495,21 @@ class Repository:
             (agent_id, user_id, int(limit))).fetchall()
         return np.array([r[0] for r in rows], np.int64)
 
+    def superseded_candidates(self, *, agent_id: str, user_id: str, limit: int,
+                              since: float | None = None, until: float | None = None
+                              ) -> np.ndarray:
+        """Rowids of superseded, non-deprecated memories of (agent, user) (old revisions of a
+        fact, for historical questions): newest first, then rowid. ``since``/``until`` bound
+        event_time (else timestamp) to [since, until), as the dense route's window does."""
+        rows = self.conn.execute(
+            "SELECT rowid FROM memory_records WHERE agent_id = ? AND user_id = ? AND "
+            "lifecycle_state = 'superseded' AND deprecated = 0 "
+            "AND coalesce(event_time, timestamp) >= ? AND coalesce(event_time, timestamp) < ? "
+            "ORDER BY timestamp DESC, rowid LIMIT ?",
+            (agent_id, user_id, -math.inf if since is None else float(since),
+             math.inf if until is None else float(until), int(limit))).fetchall()
+        return np.array([r[0] for r in rows], np.int64)
+
     def entity_candidates(self, entities: Sequence[str], *, agent_id: str, user_id: str,
                           limit: int) -> tuple[np.ndarray, np.ndarray]:
         """Searchable memories of (agent, user) linked to any of these entities (§11.1).

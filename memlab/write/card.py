@@ -253,3 +253,21 @@ def anchor_items(plan: CardSync, *, importance: float) -> list[dict[str, Any]]:
              "source_type": SOURCE_TYPE, "source_uri": plan.path,
              "source_hash": hashlib.sha256(a.text.encode("utf-8")).hexdigest(),
              "meta": {"card_field": a.field}} for a in plan.added]
+
+
+def sync_card(repo, card: str | Path, *, agent_id: str, user_id: str, dry_run: bool, cfg,
+              stats, add_many) -> CardSync:
+    """``MemoryStore.sync_card`` for a resolved owner: load the card, plan the sync against the
+    owner's anchors, and (unless ``dry_run``) write it through ``add_many(items, replacing)``
+    (the write pipeline: new anchors in, the ones the card no longer yields out, one
+    transaction); ``stats`` counts what changed."""
+    c = load_card(card, max_chars=cfg.recall.max_text_chars)
+    existing = repo.by_source(SOURCE_TYPE, agent_id=agent_id, user_id=user_id)
+    plan = plan_sync(c, existing, cfg=cfg.card, agent_id=agent_id, user_id=user_id,
+                     dry_run=dry_run)
+    if plan.changed and not dry_run:
+        add_many(anchor_items(plan, importance=cfg.layers.permanent_importance),
+                 [a.id for a in plan.removed])
+        stats["card anchors added"] += len(plan.added)
+        stats["card anchors removed"] += len(plan.removed)
+    return plan

@@ -128,6 +128,32 @@ def store_interaction(pipeline: WritePipeline, user_message: str, assistant_repl
     return dataclasses.replace(result, correction=correction)
 
 
+def remember_items(pipeline: WritePipeline, items: Sequence[Mapping[str, Any]], *, now: float,
+                   rng: np.random.Generator, llm: LLM | None, degraded: Degraded,
+                   vectors: np.ndarray | None = None,
+                   message_vectors: np.ndarray | None = None) -> list[InteractionResult]:
+    """``MemoryStore.remember_many``: validate add_many items that may carry ``message`` and
+    ``reply`` (what the scorer and the gate read; default their text and ''), then
+    :func:`remember` them."""
+    items = [dict(it) for it in items]
+    messages = [it.pop("message", None) for it in items]
+    replies = [it.pop("reply", None) or "" for it in items]
+    drafts = pipeline.prepare(items, now=now)
+    cfg = pipeline.config
+    for i, (m, r) in enumerate(zip(messages, replies)):
+        if m is not None:
+            check_text(m, f"items[{i}].message", max_chars=cfg.recall.max_text_chars,
+                       limit_name="recall.max_text_chars")
+        if not isinstance(r, str):
+            raise InvalidInput(f"items[{i}].reply", "must be a string", type(r).__name__)
+    for name, arr in (("vectors", vectors), ("message_vectors", message_vectors)):
+        if arr is not None and len(arr) != len(drafts):
+            raise InvalidInput(name, f"one vector per item ({len(drafts)})", len(arr))
+    return remember(pipeline, drafts, messages=[m or d.text for m, d in zip(messages, drafts)],
+                    replies=replies, now=now, rng=rng, llm=llm, degraded=degraded,
+                    vectors=vectors, message_vectors=message_vectors)
+
+
 def remember(pipeline: WritePipeline, drafts: Sequence[Draft], *, messages: Sequence[str],
              replies: Sequence[str], now: float, rng: np.random.Generator, llm: LLM | None,
              degraded: Degraded, vectors: np.ndarray | None = None,

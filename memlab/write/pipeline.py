@@ -13,7 +13,8 @@ writer mode) all call it. The data flow, one module per step:
 5. in ONE transaction (``BEGIN IMMEDIATE``): read each owner's long-term usage, route every memory
    to a layer under that owner's budget pressure (:mod:`memlab.write.layers`, §5 and §11.3), give
    it its id (:func:`~.records.finish`) and insert records, terms, entities and vectors. A refusal
-   at any step leaves the store unchanged.
+   at any step leaves the store unchanged. Untrusted web content (``source_type``
+   ``untrusted_web``) is written apart, in the same transaction (:mod:`memlab.write.web`).
 
 An explicit ``layer`` (or ``importance``) of an item is kept as given: benchmark raw mode gives
 both, so it stores exactly what it did before the pipeline existed.
@@ -41,6 +42,8 @@ from memlab.write.facts import supersede_step
 from memlab.write.familiars import deprecate_superseded
 from memlab.write.pins import check_pin_cap
 from memlab.write.records import Draft, TenantFn, finish, prepare
+from memlab.write.web import WEB_LAYER, is_web, store_web, web_record
+from memlab.store.connect import transaction
 
 #: texts -> (their document vectors or None: stored pending, vectors the cache lacks)
 EmbedFn = Callable[[list[str]], "tuple[np.ndarray | None, list[FreshVectors]]"]
@@ -150,13 +153,18 @@ class WritePipeline:
         elif len(vectors) != len(drafts):
             raise InvalidInput("vectors", f"one vector per item ({len(drafts)})", len(vectors))
         routed: list[Routed] = []
+        web = {i: web_record(d) for i, d in enumerate(drafts) if is_web(d)}
 
         def build() -> list[MemoryRecord | None]:
             routed.clear()   # a retried build starts over
             budget = Budget(self.store.repo.layer_chars, layers=self.config.layers,
                             gov=self.config.governance)
             out: list[MemoryRecord | None] = []
-            for d in drafts:
+            for i, d in enumerate(drafts):
+                if i in web:   # stored apart (memlab.store.web), never a memory record
+                    out.append(None)
+                    routed.append(Routed(web[i], WEB_LAYER, None))
+                    continue
                 threshold = None
                 layer = d.layer
                 if layer is None:
@@ -169,15 +177,27 @@ class WritePipeline:
                 routed.append(Routed(rec, layer, threshold))
             return out
 
-        stored = iter(self.store.add(build, terms=terms, entities=ents, vectors=vectors,
-                                     fresh=fresh, replacing=replacing,
-                                     prepare=functools.partial(self.govern,
-                                                               supersede=supersede)))
+        if web:   # one transaction for both tables (the store's add nests as a savepoint)
+            with transaction(self.store.conn):
+                store_web(self.store, [web[i] for i in sorted(web)],
+                          terms=[terms[i] for i in sorted(web)],
+                          vectors=None if vectors is None else np.asarray(vectors)[sorted(web)],
+                          fresh=fresh if len(web) == len(drafts) else [])
+                stored = self._add(build, terms, ents, vectors, fresh, replacing, supersede)
+        else:
+            stored = self._add(build, terms, ents, vectors, fresh, replacing, supersede)
         # the records as stored (embedding status and model version) in place of the built ones
-        routed[:] = [Routed(next(stored), r.layer, r.threshold) if r.record is not None else r
-                     for r in routed]
-        self.counters["added"] += sum(r.record is not None for r in routed)
+        routed[:] = [Routed(next(stored), r.layer, r.threshold)
+                     if r.record is not None and r.layer != WEB_LAYER else r for r in routed]
+        self.counters["added"] += sum(r.record is not None and r.layer != WEB_LAYER
+                                      for r in routed)
+        self.counters["web content added"] += len(web)
         return routed
+
+    def _add(self, build, terms, ents, vectors, fresh, replacing, supersede):
+        return iter(self.store.add(build, terms=terms, entities=ents, vectors=vectors,
+                                   fresh=fresh, replacing=replacing,
+                                   prepare=functools.partial(self.govern, supersede=supersede)))
 
     # -- add / add_many ---------------------------------------------------------------------------
     def write(self, items: Iterable[Mapping[str, Any]], *, now: float,

@@ -110,6 +110,27 @@ def test_atoms_and_contradictions_are_visible(cli, tmp_path):
     only = json.loads(cli("jobs", "atoms", path, "--kind", "constraint", "--json").stdout)
     assert [(a["memory_id"], a["text"]) for a in only] == [("m1", "但是对猫毛过敏")]
     res = cli("jobs", "contradictions", path)
-    assert res.stdout.splitlines() == ["user.city (agent_0/user_0, open)", "  c1: 用户住在北京",
+    assert res.stdout.splitlines() == ["#1 user.city (agent_0/user_0, open)", "  c1: 用户住在北京",
                                        "  c2: 用户住在上海"]
     assert cli("jobs", "atoms", path, "--kind", "nope").exit_code == 2
+
+
+def test_memlab_contradictions_is_the_alias_of_jobs_contradictions(cli, tmp_path):
+    """One command, two names (issue 9): the same options, the same output, text and JSON."""
+    path = tmp_path / "a.sqlite"
+    cfg = MemlabConfig().replace(**{"embedding.backend": "hashing", "facts.rule": "none"})
+    with memlab.open_store(path, config=cfg) as st:
+        for user in ("u1", "u2"):
+            st.add("I live in Boston", id=f"{user}a", fact_key="user.city", user_id=user)
+            st.add("I live in Chicago", id=f"{user}b", fact_key="user.city", user_id=user)
+    empty = "no contradictions recorded (run an evidence_check job, or --check)"
+    assert cli("contradictions", path).stdout.strip() == empty
+    assert cli("jobs", "contradictions", path).stdout.strip() == empty
+    checked = cli("contradictions", path, "--check", "--agent-id", "agent_0", "--user-id", "u2")
+    assert checked.stdout.splitlines() == ["#1 user.city (agent_0/u2, open)",
+                                           "  u2a: i live in boston", "  u2b: i live in chicago"]
+    assert cli("jobs", "contradictions", path, "--check").stdout.count("#") == 2  # every owner
+    for args in ((), ("--json",), ("--all", "--user-id", "u1", "--agent-id", "agent_0")):
+        assert cli("contradictions", path, *args).stdout == \
+            cli("jobs", "contradictions", path, *args).stdout
+    assert cli("contradictions", path, "--user-id", "u1").exit_code == 2   # give both

@@ -103,7 +103,8 @@ def test_untrusted_web_is_stored_speculative_and_labelled_in_the_prompt(store):
                     source_uri="https://example.com/news")
     assert (web.epistemic_status, web.retention_layer != "permanent", web.pinned,
             web.fact_key) == ("speculative", True, False, "")
-    res = store.recall("星露谷物语", k=5)
+    assert web.id not in store.recall("星露谷物语", k=5).ids      # stored apart
+    res = store.recall("星露谷物语", k=5, include_web=True)
     assert web.id in res.ids
     prompt = res.to_prompt()
     label = CFG.safety.untrusted_label
@@ -171,13 +172,14 @@ def test_stored_attacks_recalled_stay_inside_the_block():
     """Stored with the write refusal off (as a store written before a pattern existed would
     hold them), recalled and rendered: 0 escapes."""
     cfg = CFG.replace(**{"safety.refuse_hijack_writes": False, "recall.k": 100,
+                         "safety.web_k": 100,
                          "selection.prompt_max_items": 100, "selection.char_budget": 10**6,
                          "selection.dedup_jaccard": 1.0})
     with memlab.open_store(":memory:", config=cfg, clock=FixedClock(T0)) as st:
         st.add_many([{"text": f"{a['text']} 星露谷 stardew {a['id']}", "importance": 0.9,
                       "source_type": "untrusted_web" if i % 2 else "local_interaction"}
                      for i, a in enumerate(ATTACKS)])
-        res = st.recall("星露谷 stardew", k=100)
+        res = st.recall("星露谷 stardew", k=100, include_web=True)
         assert len(res) == len(ATTACKS)
         assert_closed(res.to_prompt(), len(ATTACKS))
 

@@ -50,6 +50,9 @@ def assert_same_reads(repo, index: MemoryIndex, rowids):
         for limit in (3, 50):
             assert index.permanent_candidates(**who, limit=limit).tolist() == \
                 repo.permanent_candidates(**who, limit=limit).tolist()
+            for window in ({}, {"since": 1.6e9, "until": 1.7e9 + 5_000 * 60.0}):
+                assert index.superseded_candidates(**who, limit=limit, **window).tolist() == \
+                    repo.superseded_candidates(**who, limit=limit, **window).tolist()
         for q in QUERIES:
             terms = memory_terms(q)
             for limit in (2, 5, 500):
@@ -120,6 +123,14 @@ def test_sync_follows_every_kind_of_write(store):
     assert_same_reads(repo, index, rows)
     fresh = MemoryIndex.load(conn)
     assert_same_reads(fresh, index, rows)
+    # a superseded revision deprecated (in place: it was not searchable before either)
+    who = {"agent_id": repo.get(["m5"])[0].agent_id, "user_id": repo.get(["m5"])[0].user_id}
+    m5 = repo.ids_to_rows(["m5"])[0]
+    assert m5 in index.superseded_candidates(**who, limit=500).tolist()
+    repo.update_fields("m5", deprecated=True)
+    assert index.sync(conn) == 1
+    assert m5 not in index.superseded_candidates(**who, limit=500).tolist()
+    assert_same_reads(repo, index, rows)
     with pytest.raises(StoreInconsistent, match="does not hold rowid 10000"):
         index.feature_columns([rows[0], 10_000])   # rowids come from recall's routes: internal
 
