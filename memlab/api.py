@@ -44,6 +44,7 @@ from memlab.write.correction import CorrectionResult, resolve_user_correction
 from memlab.write.interaction import (CorrectionHook, InteractionResult, remember_items,
                                       store_interaction)
 from memlab.write.familiars import apply_writes
+from memlab.write.layers import layer_item
 from memlab.write.pipeline import WritePipeline
 from memlab.write import facts, feedback as usage, pins
 
@@ -155,6 +156,23 @@ class MemoryStore:
                                         turn=turn, supersede=supersede)
         self._emb.written()
         return stored
+
+    def store_long_term(self, text: str, importance: float | None = None,
+                        emotions: Mapping[str, float] | None = None, **fields: Any) -> str:
+        """Reverie §4.1: one memory in the long-term layer as given (no §5 scoring or routing),
+        importance default ``layers.long_term_default_importance``; returns its ``lt_`` id.
+        ``fields``: as :meth:`add_many`'s items (source_type, source_uri, clock, ...)."""
+        return self.add(**layer_item("long_term", text, importance=importance,
+                                     layers=self.config.layers, emotions=emotions or {},
+                                     **fields)).id
+
+    def store_short_term(self, text: str, importance: float | None = None,
+                         emotions: Mapping[str, float] | None = None, **fields: Any) -> str:
+        """:meth:`store_long_term` for the short-term layer (default importance
+        ``layers.short_term_default_importance``; an ``st_`` id)."""
+        return self.add(**layer_item("short_term", text, importance=importance,
+                                     layers=self.config.layers, emotions=emotions or {},
+                                     **fields)).id
 
     def write(self, writer_output: Any, **kwargs: Any):
         """Apply a Familiars writer's output (familiars §5.7; :func:`memlab.write.familiars.

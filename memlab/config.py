@@ -320,16 +320,12 @@ class LayersConfig(_Section):
         "(add/add_many store every item they are given). The spec says 'by probability' "
         "without a value: memlab's choice 1 (keep all).", ge=0.0, le=1.0,
         stage="ingest", spec="reverie §5")
-    long_term_default_importance: float = _f(0.7, "Default importance of store_long_term. "
-                                             "Planned: no store_long_term call exists yet "
-                                             "(add/add_many score importance by §5).",
-                                             ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1",
-                                             planned="issue 9")
-    short_term_default_importance: float = _f(0.3, "Default importance of store_short_term. "
-                                              "Planned: no store_short_term call exists "
-                                              "yet (add/add_many score importance by §5).",
-                                              ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1",
-                                              planned="issue 9")
+    long_term_default_importance: float = _f(0.7, "Default importance of store_long_term (a "
+                                             "memory written to the long-term layer as given; "
+                                             "add/add_many score importance by §5).",
+                                             ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
+    short_term_default_importance: float = _f(0.3, "Default importance of store_short_term.",
+                                              ge=0.0, le=1.0, stage="ingest", spec="reverie §4.1")
     permanent_importance: float = _f(1.0, "Importance of permanent (character card) memories.",
                                      ge=0.0, le=1.0, stage="ingest", spec="reverie §4.2")
     episodic_prefixes: tuple[str, ...] = _f(

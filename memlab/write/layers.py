@@ -63,3 +63,18 @@ class Budget:
         """Count a memory this write routed (only the long-term layer has a budget)."""
         if layer == "long_term":
             self._used[owner] = self.used(owner) + chars
+
+
+def layer_item(layer: str, text: str, *, importance: float | None, layers: LayersConfig,
+               **fields) -> dict:
+    """The add item of Reverie §4.1's ``store_long_term`` / ``store_short_term``: written to
+    ``layer`` as given (no §5 scoring, no routing or budget pressure), with the layer's default
+    importance (``layers.long_term_default_importance`` 0.7, ``short_term_default_importance``
+    0.3) unless one is given; the pipeline gives it the layer's id prefix (``lt_`` / ``st_`` +
+    uuid4 hex) and the cognitive layer by prefix (事件记忆： -> episodic)."""
+    default = {"long_term": layers.long_term_default_importance,
+               "short_term": layers.short_term_default_importance}
+    if layer not in default:
+        raise ValueError(f"layer must be long_term or short_term, not {layer!r}")
+    return {"text": text, "layer": layer,
+            "importance": default[layer] if importance is None else importance, **fields}
