@@ -31,6 +31,7 @@ are what the MLflow runs get (``vram.<summary key>``, :func:`~memlab.vram.detect
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -145,8 +146,10 @@ class BenchVRAM:
 
 
 def default_gate(cfg: MemlabConfig) -> VRAMGate:
-    """A gate over :func:`detect_device` ``(cfg)`` with ``cfg.vram``."""
-    return VRAMGate(detect_device(cfg), cfg.vram)
+    """A gate over :func:`detect_device` ``(cfg)`` with ``cfg.vram``; its clock (the trace's
+    times) is monotonic seconds since the gate was built, so a timeline starts at 0."""
+    start = time.monotonic()
+    return VRAMGate(detect_device(cfg), cfg.vram, clock=lambda: time.monotonic() - start)
 
 
 def _st_device() -> str:

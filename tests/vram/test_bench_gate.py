@@ -123,6 +123,8 @@ def test_every_encode_is_one_acquire(hashing_cfg):
     assert (v.embedder.embed_queries(texts) == inner.embed_queries(texts)).all()
     assert v.embedder.version == inner.version and v.embedder.dim == inner.dim
     assert [e.event for e in v.gate.trace] == ["register", "acquire", "load", "acquire", "hit"]
+    times = [e.t for e in v.gate.trace]          # seconds since the gate was built
+    assert 0.0 <= times[0] <= times[-1] < 60.0 and times == sorted(times)
     assert v.gate.snapshot()[0].estimated_mb == 0.0        # hashing: no model
 
 
