@@ -13,7 +13,7 @@ from memlab.cli import app
 from memlab.config import MemlabConfig
 
 REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
-               "timings", "counts", "abstention", "significance"}
+               "timings", "counts", "abstention", "significance", "vram"}
 
 
 @pytest.fixture

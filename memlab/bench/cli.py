@@ -58,6 +58,9 @@ def bench(
     lenient: bool = typer.Option(
         False, "--lenient", help="Drop and count the dataset's bad records (lines) instead of "
         "stopping at the first; each is listed with file:line and why (table and JSON)."),
+    no_vram_gate: bool = typer.Option(
+        False, "--no-vram-gate", help="Run the embedder without the VRAM gate (vram.enabled "
+        "false): no trace in the results folder or MLflow. Metrics are the same either way."),
     metric: Optional[List[str]] = typer.Option(
         None, "--metric", help="Metric(s) of the per-category tables, repeatable or a comma "
         "list, e.g. ndcg@10,mrr (default recall@10; cut-offs from bench.ks)."),
@@ -67,6 +70,8 @@ def bench(
         overrides = parse_assignments(set_)
         if cache_dir is not None:
             overrides["bench.cache_dir"] = str(cache_dir)
+        if no_vram_gate:
+            overrides["vram.enabled"] = False
         if compare:
             presets = []
             for name in [c.strip() for c in compare.split(",") if c.strip()]:
@@ -120,7 +125,8 @@ def with_modes(presets: list[tuple[str, MemlabConfig]], modes: list[str]
 
 def write_artifacts(out: BenchOutcome, out_dir: Path) -> Path:
     """Per preset: the config YAML, per-query rankings and metrics (CSV), a recall@k curve and a
-    per-category bar chart (PNG). Returns the run folder."""
+    per-category bar chart (PNG); with a VRAM gate its trace and timeline in ``vram/``.
+    Returns the run folder."""
     from memlab.bench import plots
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -141,6 +147,8 @@ def write_artifacts(out: BenchOutcome, out_dir: Path) -> Path:
     if len(out.results) > 1:
         plots.save(plots.recall_curve(aggs, ks=ks), run_dir / "recall_curve.png")
         plots.save(plots.per_category_bars(aggs), run_dir / "per_category.png")
+    if out.vram is not None:
+        out.vram.write(run_dir / "vram")
     (run_dir / "report.json").write_text(json.dumps(out.to_json(), ensure_ascii=False, indent=1),
                                          encoding="utf-8")
     return run_dir

@@ -119,6 +119,7 @@ class BenchOutcome:
     counts: dict[str, int]
     embedder_version: str
     significance: pd.DataFrame | None = None   # significance.compare_presets: vs the first preset
+    vram: Any = None   # memlab.bench.vramgate.BenchVRAM: the gate the run's models went through
 
     def significance_json(self) -> dict[str, Any] | None:
         """The paired tests against the first preset: settings, then per preset and metric the
@@ -174,6 +175,7 @@ class BenchOutcome:
             "counts": self.counts,
             "abstention": pick(abst),
             "significance": self.significance_json(),
+            "vram": self.vram.to_json() if self.vram is not None else None,
         }
 
 
@@ -226,13 +228,17 @@ def _nothing_to_evaluate(loaded: int, limit: int | None, no_gold: int, dropped: 
 def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path: str | None = None,
               dataset_options: Mapping[str, Any] | None = None, limit: int | None = None,
               progress: bool = True, embedder=None, lexical_only: bool = False,
-              lenient: bool = False) -> BenchOutcome:
+              lenient: bool = False, gate=None) -> BenchOutcome:
     """Run every preset on one dataset; presets that share candidate settings share one replay.
 
     An embedder that cannot load stops the run (EmbeddingUnavailable) unless lexical ranking was
     asked for: ``lexical_only`` (no embedder is loaded and every preset runs with
     recall.use_dense false, as recorded), or every preset has recall.use_dense false.
-    ``lenient``: the loader drops and reports bad records instead of stopping at the first one."""
+    ``lenient``: the loader drops and reports bad records instead of stopping at the first one.
+    ``gate``: the VRAM gate the embedder runs through (:mod:`memlab.bench.vramgate`); None: a
+    default one on :func:`memlab.vram.detect.detect_device`, unless the first preset has
+    ``vram.enabled`` false (then no gate). Results are the same with or without it."""
+    from memlab.bench.vramgate import default_gate, open_bench_gate
     from memlab.embed import make_embedder
 
     if not presets:
@@ -261,9 +267,16 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                           sorted(versions))
     base = presets[0][1]
     no_embedder = "none (lexical only, as asked)"
+    vram = None
+    if gate is None and base.vram.enabled:
+        gate = default_gate(base)
     if embedder is None and not lexical_only:
         try:
-            embedder = make_embedder(base)
+            if gate is not None:
+                vram = open_bench_gate(base, None, gate=gate, build_embedder=True)
+                embedder = vram.embedder
+            else:
+                embedder = make_embedder(base)
         except EmbeddingUnavailable as exc:
             e = base.embedding
             what = f"{e.backend!r}" + (f" (model {e.model_path})" if e.model_path else "")
@@ -273,6 +286,9 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                     "with the lexical routes only; fix the embedder, or ask for lexical ranking "
                     "(--lexical-only, or presets with recall.use_dense: false)") from exc
             no_embedder = f"none (every preset is lexical; embedder {what} cannot load: {exc})"
+    if gate is not None and vram is None:
+        vram = open_bench_gate(base, embedder, gate=gate)
+        embedder = vram.embedder
     cache = open_cache(base)
     groups: dict[str, Replayed] = {}
     results: list[PresetResult] = []
@@ -322,7 +338,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     timings["total"] = time.perf_counter() - t0
     timings["peak_rss_mb"] = _peak_rss_mb()
     return BenchOutcome(ds, results, timings, counts,
-                        embedder.version if embedder is not None else no_embedder, significance)
+                        embedder.version if embedder is not None else no_embedder, significance,
+                        vram)
 
 
 def _rejected_lines(rejected: Sequence[str], *, show: int = 10) -> list[str]:

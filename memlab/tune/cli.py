@@ -71,6 +71,9 @@ def sweep_cmd(
     no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
     experiment: str = typer.Option("memlab-sweep", "--experiment", help="MLflow experiment."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    no_vram_gate: bool = typer.Option(
+        False, "--no-vram-gate", help="Replay without the VRAM gate (vram.enabled false): no "
+        "trace on the parent run. Scores are the same either way."),
 ) -> None:
     """Tune a preset's weights on a labelled dataset (Optuna over cached raw signals)."""
     from memlab.tune.sweep import sweep
@@ -79,6 +82,8 @@ def sweep_cmd(
         overrides = parse_assignments(set_)
         if cache_dir is not None:
             overrides["bench.cache_dir"] = str(cache_dir)
+        if no_vram_gate:
+            overrides["vram.enabled"] = False
         result = sweep(dataset=dataset, path=path, dataset_options=_dataset_options(option),
                        preset=preset, space=space, sampler=sampler, trials=trials,
                        objective=objective, level=level, macro_categories=macro, folds=folds,

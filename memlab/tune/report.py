@@ -97,6 +97,8 @@ class SweepResult:
     #: trial label ("#12") -> objective column -> two-sided p of the paired test per question
     #: against the preset's defaults (``memlab.bench.significance``; set by the sweep)
     significance: dict[str, dict[str, float]] | None = None
+    #: the VRAM gate of the replay (memlab.bench.vramgate.BenchVRAM; set by the sweep; None: off)
+    vram: Any = None
 
     @classmethod
     def build(cls, study, *, spec, space: Space, objective: Objective, base: MemlabConfig,

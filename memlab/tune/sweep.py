@@ -226,7 +226,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
           overrides: Mapping[str, Any] | None = None, test_dataset: str | None = None,
           test_path: str | None = None, out_dir: str | Path = "results/sweeps",
           progress: bool = True, start_from_default: bool = True,
-          embedder=None) -> SweepResult:
+          embedder=None, gate=None) -> SweepResult:
     """Search ``space`` for the configuration of ``preset`` that does best on ``objective``.
 
     Returns a :class:`~memlab.tune.report.SweepResult`: ``.trials`` (a DataFrame, one row per
@@ -239,6 +239,10 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     ``<out_dir>/<study>.journal``) or an Optuna RDB URL; rerunning continues the study.
     ``start_from_default``: a new study's first trial is the preset's own configuration, when
     the space holds it (not with the grid sampler).
+    ``gate``: the VRAM gate the replay's embedder runs through (:mod:`memlab.bench.vramgate`;
+    ``result.vram``); None: a default one unless the preset has ``vram.enabled`` false. Only the
+    replay (the default configuration's, which fills the feature cache) and a test dataset's
+    embed: trials rescore cached raw signals and run no model.
     """
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise InvalidInput("trials", "must be an integer >= 1", trials)
@@ -262,7 +266,19 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
                      seed, store, name, start_from_default)
     ds = spec.load()
     base = spec.base_config()
-    emb = embedder if embedder is not None else _embedder(base)
+    vram = None
+    if gate is None and base.vram.enabled:
+        from memlab.bench.vramgate import default_gate
+
+        gate = default_gate(base)
+    if gate is not None:
+        from memlab.bench.vramgate import open_bench_gate
+
+        vram = open_bench_gate(base, embedder, gate=gate,
+                               build_embedder=embedder is None and base.recall.use_dense)
+        emb = vram.embedder
+    else:
+        emb = embedder if embedder is not None else _embedder(base)
     evaluator = Evaluator(ds, obj, embedder=emb, level=level, macro=macro_categories,
                           progress=progress)
     default_frame = evaluator.frame(base)   # writes the feature cache the workers read
@@ -291,6 +307,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
                                default=evaluator.reduce(default_frame), dataset=ds,
                                storage=store, folds=result_folds)
     result.significance = _significance(result, evaluator, default_frame)
+    result.vram = vram
     if test_dataset is not None:
         ds_b = registry.load(test_dataset, path=test_path)
         ev_b = Evaluator(ds_b, obj, embedder=emb, level=level, macro=macro_categories,

@@ -7,7 +7,10 @@ artifacts = the trial table (CSV), the best config (YAML), the optimisation-hist
 parameter-importance and best-config plots (PNG), the Pareto plot (several objectives) and the
 study's JSON. Child runs (``top`` best finished trials, default 5): params = the trial's full flat
 configuration (``MemlabConfig.to_flat()``, as ``memlab bench`` logs a run), metrics = its values,
-tags = its trial number. Runs go through :func:`memlab.bench.tracking.log_run` (batched, names
+tags = its trial number. With a VRAM gate (``result.vram``) the parent run also gets its trace
+and timeline (``vram/trace.jsonl``, ``vram/timeline.png``), its summary (``vram.*`` metrics), the
+device tags and ``vram.scope``: the trace is the replay's (the trials rescore cached raw signals
+and run no model). Runs go through :func:`memlab.bench.tracking.log_run` (batched, names
 mapped, validated before anything is created).
 """
 
@@ -24,6 +27,10 @@ from memlab.tune import plots
 from memlab.tune.report import SweepResult
 
 __all__ = ["track_sweep"]
+
+#: the parent run's ``vram.scope`` tag
+VRAM_SCOPE = ("replay and cache build only: the trials rescore cached raw signals and run no "
+              "model")
 
 
 def _flat_metrics(prefix: str, values: dict[str, float]) -> dict[str, float]:
@@ -53,6 +60,11 @@ def track_sweep(result: SweepResult, *, tracking_uri: str | None,
         metrics.update(_flat_metrics("test_default_", result.test["default"]))
     with tempfile.TemporaryDirectory(prefix="memlab-sweep-") as tmp:
         d = Path(tmp)
+        vram_files: dict[str, Path] = {}
+        if result.vram is not None:
+            vram_files = result.vram.write(d / "vram")
+            metrics.update(result.vram.metrics())
+            tags = {**tags, **result.vram.tags(), "vram.scope": VRAM_SCOPE}
         result.trials.to_csv(d / "trials.csv", index=False)
         result.best_config.to_yaml(d / "best_config.yaml")
         (d / "sweep.json").write_text(json.dumps(result.to_json(), ensure_ascii=False,
@@ -63,7 +75,7 @@ def track_sweep(result: SweepResult, *, tracking_uri: str | None,
             figs["pareto.png"] = plots.pareto
         for name, fn in figs.items():
             plots.save(fn(result), d / name)
-        artifacts = {p.name: p for p in sorted(d.iterdir())}
+        artifacts = {p.name: p for p in sorted(d.iterdir()) if p.is_file()} | vram_files
         params = {k: v for k, v in s.items()}
         parent = log_run(experiment=experiment, run_name=f"sweep {result.study.study_name}",
                          params=params, metrics=metrics, tags=tags, artifacts=artifacts,
