@@ -9,6 +9,10 @@ Nothing here reads public data: every dataset is written by the tests themselves
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Sequence
@@ -131,3 +135,55 @@ def hashing_yaml(tmp_path: Path, cache_dir: Path) -> Path:
                     "  relevance_floor: 0.0\n"
                     f"bench:\n  cache_dir: {cache_dir}\n", encoding="utf-8")
     return path
+
+
+class LLMStub:
+    """A chat-completions stub: ``respond`` = (status, body bytes) for the next requests;
+    ``requests`` records (path, headers, json body); ``hold`` makes it wait (an Event, not a
+    sleep) until released, for the timeout test."""
+
+    def __init__(self) -> None:
+        self.respond = (200, b"")
+        self.requests: list[tuple[str, dict, dict]] = []
+        self.hold = threading.Event()
+        self.hold.set()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):   # noqa: N802 (http.server's name)
+                n = int(self.headers.get("Content-Length", 0))
+                stub.requests.append((self.path, dict(self.headers),
+                                      json.loads(self.rfile.read(n))))
+                stub.hold.wait(timeout=10)
+                status, body = stub.respond
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass   # the client gave up (timeout test)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.hold.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def llm_stub():
+    """An OpenAI-compatible chat-completions stub on 127.0.0.1 (tests of memlab.llm's client)."""
+    s = LLMStub()
+    yield s
+    s.close()

@@ -5,58 +5,12 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, LLMError
 from memlab.llm import LLM, OpenAIChat, RecordedLLM, as_llm
-
-
-class _Stub:
-    """A chat-completions stub: ``respond`` = (status, body bytes) for the next requests;
-    ``requests`` records (path, headers, json body); ``hold`` makes it wait (an Event, not a
-    sleep) until released, for the timeout test."""
-
-    def __init__(self) -> None:
-        self.respond = (200, b"")
-        self.requests: list[tuple[str, dict, dict]] = []
-        self.hold = threading.Event()
-        self.hold.set()
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):   # noqa: N802 (http.server's name)
-                n = int(self.headers.get("Content-Length", 0))
-                stub.requests.append((self.path, dict(self.headers),
-                                      json.loads(self.rfile.read(n))))
-                stub.hold.wait(timeout=10)
-                status, body = stub.respond
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass   # the client gave up (timeout test)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.hold.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
 
 
 def _chat(content) -> bytes:
@@ -66,10 +20,8 @@ def _chat(content) -> bytes:
 
 
 @pytest.fixture
-def stub():
-    s = _Stub()
-    yield s
-    s.close()
+def stub(llm_stub):
+    return llm_stub
 
 
 def test_client_posts_a_chat_completion_and_returns_the_content(stub, monkeypatch):

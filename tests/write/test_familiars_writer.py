@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import threading
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -24,49 +22,6 @@ from memlab.errors import ConfigError, InvalidCell, InvalidInput, LLMError, Unsa
 from memlab.llm import OpenAIChat, RecordedLLM
 from memlab.write.familiars import apply_writes, budget, parse_writer_output, supersede_chain
 from memlab.write.familiars_rules import LLMWriter, make_writer, rule_writer
-
-class _Stub:
-    """A chat-completions stub server on 127.0.0.1 (a thread): ``respond`` = (status, body);
-    ``requests`` records (path, headers, json body)."""
-
-    def __init__(self) -> None:
-        self.respond = (200, b"")
-        self.requests: list[tuple[str, dict, dict]] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):   # noqa: N802 (http.server's name)
-                n = int(self.headers.get("Content-Length", 0))
-                stub.requests.append((self.path, dict(self.headers),
-                                      json.loads(self.rfile.read(n))))
-                status, body = stub.respond
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
-
-
-@pytest.fixture
-def llm_stub():
-    s = _Stub()
-    yield s
-    s.close()
-
 
 NOW = datetime(2026, 8, 29, 12, tzinfo=timezone.utc)
 CFG = MemlabConfig().replace(**{"embedding.backend": "hashing"})
