@@ -1014,10 +1014,11 @@ class ReaderConfig(_Section):
 
 
 class VRAMConfig(_Section):
-    enabled: bool = _f(True, "Run `memlab bench` and `memlab sweep`'s models (the embedder) "
-                       "through a VRAM gate and log its trace to MLflow (issue 11 item 6); "
-                       "false: no gate (results are identical either way). memlab's choice: on, "
-                       "so every benchmark records what it held.", stage="runtime")
+    enabled: bool = _f(True, "Run `memlab bench`, `memlab sweep` and `memlab serve`'s models "
+                       "(the embedder) through a VRAM gate: bench and sweep log its trace to "
+                       "MLflow (issue 11 item 6), serve's release-memory unloads them; false: "
+                       "no gate (results are identical either way). memlab's choice: on, so "
+                       "every benchmark records what it held.", stage="runtime")
     idle_evict_seconds: float = _f(300.0, "VRAM_GATE_IDLE_EVICT_SEC: a resident idle this long "
                                    "or longer is reclaimed by the gate's reaper (a model's own "
                                    "idle_ttl_sec overrides it). The spec names it without a value: "

@@ -31,11 +31,24 @@ to 40 threads wait on the lock, and in a trial of 400 requests at once on 2 busy
 response came at 95% of the burst's wall time; with the store thread, at 70%.)
 
 Releasers: ``POST /api/agents/{id}/release-memory`` calls each ``releasers[name](agent_id)`` and
-returns their results by name. The default is ``{"indexes": ...}``: the store's in-process read
-indexes, which hold every agent of the store in one array, so releasing one agent drops them for
-all (they reload from SQLite at the next recall; nothing stored changes). The hook for resident
-models (the VRAM gate, issue 11): pass ``create_app(..., releasers={"vram": gate_release})``, a
-callable ``(agent_id) -> JSON-ready result``, or add one to ``app.state.releasers``.
+returns their results by name:
+
+- ``indexes``: the store's in-process read indexes. They hold every agent of the store in one
+  array, so releasing one agent's drops them for all (they reload from SQLite at the next recall;
+  nothing stored changes).
+- ``vram`` (with a gate): the resident models (:func:`memlab.vram.embedder.release_models`):
+  the store's embedder, which every agent of the store shares, unloaded now when idle (else when
+  its encode ends) and loaded again by the gate at the next encode.
+
+More hooks: ``create_app(..., releasers={name: fn})``, a callable ``(agent_id) -> JSON-ready
+result``, or add one to ``app.state.releasers``.
+
+VRAM gate (Familiars §5.10, ``vram.enabled``): a store opened here from a path runs its embedder
+through a gate (:func:`memlab.vram.embedder.default_gate`: the GPU when NVML answers, else the
+simulated device) as the embedder role of §5.10.1; each recall and write is a user request, so
+its encodes run boosted to CRITICAL (``vram.priority_critical``); the gate's reaper unloads a model
+idle for ``vram.idle_evict_seconds`` (§5.10.3). ``GET /api/memory_status`` adds the gate's
+models (``vram``). A store passed in open uses the gate passed with it (``gate=``), if any.
 """
 
 from __future__ import annotations
@@ -50,8 +63,11 @@ from typing import Any, Callable, Mapping
 
 from memlab.api import MemoryStore, open_store
 from memlab.config import MemlabConfig
-from memlab.errors import InvalidInput, MemlabError, StoreLocked
+from memlab.errors import EmbeddingUnavailable, InvalidInput, MemlabError, StoreLocked
 from memlab.inputs import check_id
+from memlab.vram.embedder import default_gate, gate_embedder, release_models
+from memlab.vram.gate import VRAMGate
+from memlab.vram.priority import boost_thread_priority
 
 try:
     from fastapi import Depends, FastAPI, Query, Request
@@ -89,15 +105,36 @@ def _json_number(v: float) -> float | None:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
+def _open_gated(path: str | Path, cfg: MemlabConfig) -> tuple[MemoryStore, VRAMGate | None]:
+    """The store at ``path`` with its embedder through a VRAM gate (``vram.enabled``); an
+    embedder that cannot be built leaves the store to open_store's lexical degradation."""
+    if not cfg.vram.enabled:
+        return open_store(path, config=cfg), None
+    gate = default_gate(cfg)
+    try:
+        embedder = gate_embedder(cfg, gate).embedder
+    except EmbeddingUnavailable:
+        return open_store(path, config=cfg), None    # open_store logs and counts it
+    return open_store(path, config=cfg, embedder=embedder), gate
+
+
 def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None, *,
-               token: str | None = None, releasers: Mapping[str, Releaser] | None = None
-               ) -> "FastAPI":
+               token: str | None = None, releasers: Mapping[str, Releaser] | None = None,
+               gate: VRAMGate | None = None) -> "FastAPI":
     """The API over ``store``: a :class:`~memlab.api.MemoryStore` (left open at shutdown) or a
-    store path (opened with ``cfg`` and closed at shutdown). ``token``: required as a bearer
-    token on every request (None: no authentication; bind to 127.0.0.1 then). ``releasers``:
-    more release-memory hooks beside the store's indexes (module docstring)."""
+    store path (opened with ``cfg``, its embedder through a VRAM gate when ``vram.enabled``, and
+    closed at shutdown). ``token``: required as a bearer token on every request (None: no
+    authentication; bind to 127.0.0.1 then). ``releasers``: more release-memory hooks beside the
+    store's indexes and the gate's models; ``gate``: the gate of a store passed in open (module
+    docstring)."""
     owned = not isinstance(store, MemoryStore)
-    st: MemoryStore = open_store(store, config=cfg) if owned else store
+    if owned:
+        if gate is not None:
+            raise InvalidInput("gate", "is only for a store passed in open (a path builds its "
+                               "own from vram.*)", type(gate).__name__)
+        st, gate = _open_gated(store, cfg or MemlabConfig())
+    else:
+        st = store
     cfg = st.config
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlab-store")
 
@@ -106,14 +143,30 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
         return await asyncio.get_running_loop().run_in_executor(
             executor, functools.partial(fn, *args, **kwargs))
 
+    def as_user_request(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` with this thread boosted to CRITICAL while it runs (§5.10.1: an embed on an
+        active user request)."""
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with boost_thread_priority(cfg.vram.priority_critical):
+                return fn(*args, **kwargs)
+        return run
+
     def release_indexes(agent_id: str) -> dict[str, int]:
         return st.release_memory()
 
     app = FastAPI(title="memlab", summary="Familiars memory API (familiars §5.11)")
-    app.state.store, app.state.store_executor = st, executor
-    app.state.releasers = {"indexes": release_indexes, **dict(releasers or {})}
+    app.state.store, app.state.store_executor, app.state.gate = st, executor, gate
+    hooks: dict[str, Releaser] = {"indexes": release_indexes}
+    if gate is not None:
+        hooks["vram"] = lambda agent_id: release_models(gate)
+    app.state.releasers = {**hooks, **dict(releasers or {})}
+
+    if owned and gate is not None:
+        app.router.on_startup.append(gate.start_reaper)
 
     def shutdown() -> None:
+        if owned and gate is not None:
+            gate.stop_reaper()
         if owned:
             executor.submit(st.close).result()
         executor.shutdown(wait=True)
@@ -154,7 +207,10 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
 
     @app.get("/api/memory_status", dependencies=auth)
     async def memory_status() -> dict[str, Any]:
-        return (await on_store(st.status)).to_dict()
+        out = (await on_store(st.status)).to_dict()
+        if gate is not None:
+            out["vram"] = _gate_status(gate)
+        return out
 
     @app.get("/api/memory", dependencies=auth)
     async def list_memory(q: str | None = Query(None, min_length=1,
@@ -175,7 +231,7 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
 
     @app.post("/api/memory", dependencies=auth)
     async def write_memory(body: WriteRequest) -> dict[str, Any]:
-        out = await on_store(st.write, {"writes": body.writes}, agent_id=body.agent_id,
+        out = await on_store(as_user_request(st.write), {"writes": body.writes}, agent_id=body.agent_id,
                              user_id=body.user_id, dialogue_id=body.dialogue_id,
                              turn_id=body.turn_id, turn_counter=body.turn_counter)
         return {"ids": out.ids, "indices": list(out.indices),
@@ -193,7 +249,7 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
     async def recall(q: str = Query(..., min_length=1, max_length=cfg.recall.max_query_chars),
                k: int | None = Query(None, ge=1), agent_id: str | None = Query(None, min_length=1),
                user_id: str | None = Query(None, min_length=1)) -> dict[str, Any]:
-        res = await on_store(st.recall, q, k=k, agent_id=agent_id, user_id=user_id)
+        res = await on_store(as_user_request(st.recall), q, k=k, agent_id=agent_id, user_id=user_id)
         frame = res.frame
         scores = frame["score"].tolist() if len(res) else []
         return {"query": res.query, "empty_reason": res.empty_reason, "notes": list(res.notes),
@@ -202,6 +258,16 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
                              for i, (m, s) in enumerate(zip(res.memories, scores))]}
 
     return app
+
+
+def _gate_status(gate: VRAMGate) -> dict[str, Any]:
+    """The gate's capacity, what it holds, each registered model and its trace's counts."""
+    return {"capacity_mb": gate.capacity_mb, "resident_mb": gate.resident_mb(),
+            "device": gate.device.name, "simulated": bool(gate.device.simulated),
+            "models": [{"model_id": r.model_id, "priority": r.priority, "category": r.category,
+                        "estimated_mb": r.estimated_mb, "resident": r.resident,
+                        "working": r.is_working} for r in gate.snapshot()],
+            "trace": gate.trace.summary(gate.capacity_mb)}
 
 
 class _Unauthorised(Exception):

