@@ -15,6 +15,8 @@ RANK = {
     "errors": 0, "types": 0, "clock": 0, "version": 0, "files": 0,
     "config": 1, "inputs": 1, "text": 1,
     "safety": 1.5,       # pure checks of what is written and recalled (config, errors, types only)
+    "cliutil": 1.5,      # what the command modules share (fail, option declarations, config of
+                         # --config/--set): below every package that has a cli.py (vram is 2.5)
     "embed": 2, "llm": 2,
     "vram": 2.5,         # the VRAM gate over the models memlab runs (embedders, LLM clients)
     "store": 3,
