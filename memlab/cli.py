@@ -11,6 +11,10 @@ from typing import List, Optional
 
 import typer
 
+from memlab.cliutil import (agent_option, cache_dir_option, config_option, dataset_option, fail,
+                            failing, json_flag, json_out_option, load_cli_config, loader_option,
+                            loader_options, path_option, quiet_option, set_option,
+                            store_argument, user_option, when)
 from memlab.config import MemlabConfig, describe, load_config, parse_assignments
 from memlab.errors import MemlabError
 
@@ -26,27 +30,15 @@ card_app = typer.Typer(help="Sync a character card into a store's permanent laye
 app.add_typer(card_app, name="card")
 
 
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
-
-
-def _config(config: Optional[Path], sets: list[str] | None) -> MemlabConfig:
-    return load_config(config, overrides=parse_assignments(sets))
-
-
 @config_app.command("show")
 def config_show(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="A YAML config file."),
+    config: Optional[Path] = config_option(),
     fmt: str = typer.Option("table", "--format", help="table | yaml | json | flat"),
     section: Optional[str] = typer.Option(None, help="Only this section."),
 ) -> None:
     """Every field: value, default, range, stage and description; a field no code reads yet
     says which issue plans it (column planned)."""
-    try:
-        cfg = _config(config, None)
-    except MemlabError as exc:
-        _fail(exc)
+    cfg = load_cli_config(config, None)
     if fmt == "yaml":
         typer.echo(cfg.to_yaml())
         return
@@ -77,10 +69,8 @@ def config_show(
 @config_app.command("validate")
 def config_validate(path: Path) -> None:
     """Validate a YAML config file: unknown keys and out-of-range values are named."""
-    try:
+    with failing():
         cfg = MemlabConfig.from_yaml(path)
-    except MemlabError as exc:
-        _fail(exc)
     got, default = cfg.to_dict(), MemlabConfig().to_dict()
     changed = {f"{s}.{k}": v for s, sec in got.items() for k, v in sec.items()
                if v != default[s][k]}
@@ -93,24 +83,22 @@ def config_validate(path: Path) -> None:
 
 @app.command("add")
 def add_cmd(
-    store: Path = typer.Argument(..., help="The store file (created when missing)."),
+    store: Path = store_argument("The store file (created when missing)."),
     text: str = typer.Argument(..., help="The memory text."),
     importance: Optional[float] = typer.Option(None, help="In [0, 1]; default: §5 scorer."),
     layer: Optional[str] = typer.Option(None, help="permanent | long_term | short_term."),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+    agent_id: Optional[str] = agent_option(), user_id: Optional[str] = user_option(),
+    config: Optional[Path] = config_option(help=None),
+    set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Add one memory to a store file."""
     from memlab.api import open_store
 
-    try:
-        cfg = _config(config, set_)
+    with failing():
+        cfg = load_cli_config(config, set_)
         with open_store(store, config=cfg) as st:
             rec = st.add(text, importance=importance, layer=layer, agent_id=agent_id,
                          user_id=user_id)
-    except MemlabError as exc:
-        _fail(exc)
     typer.echo(f"{rec.id}\t{rec.retention_layer}\timportance={rec.importance:.2f}")
 
 
@@ -119,33 +107,31 @@ def card_sync(
     card: Path = typer.Argument(..., help="The character card (YAML or JSON)."),
     db: Path = typer.Option(..., "--db", help="The store file (created when missing)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the diff, write nothing."),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+    agent_id: Optional[str] = agent_option(), user_id: Optional[str] = user_option(),
+    config: Optional[Path] = config_option(help=None),
+    set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Sync CARD into the permanent layer (§4.2): anchors by content hash, only what changed;
     users' memories are never touched. Prints the diff (- removed, + added)."""
     from memlab.api import open_store
 
-    try:
-        cfg = _config(config, set_)
+    with failing():
+        cfg = load_cli_config(config, set_)
         with open_store(db, config=cfg) as st:
             plan = st.sync_card(card, agent_id=agent_id, user_id=user_id, dry_run=dry_run)
-    except MemlabError as exc:
-        _fail(exc)
     typer.echo(str(plan))
 
 
 @app.command("recall")
 def recall_cmd(
-    store: Path = typer.Argument(..., help="The store file."),
+    store: Path = store_argument(),
     query: str = typer.Argument(...),
     k: Optional[int] = typer.Option(None, "-k", help="Memories to return."),
     explain: bool = typer.Option(False, "--explain", help="Show every score component."),
     prompt: bool = typer.Option(False, "--prompt", help="Print the prompt block."),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+    agent_id: Optional[str] = agent_option(), user_id: Optional[str] = user_option(),
+    config: Optional[Path] = config_option(help=None),
+    set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Recall memories for a query (time: now)."""
     import pandas as pd
@@ -153,13 +139,11 @@ def recall_cmd(
     from memlab.api import open_store
 
     if not store.exists():
-        _fail(MemlabError(f"{store}: no such store file"))
-    try:
-        cfg = _config(config, set_)
+        fail(f"{store}: no such store file")
+    with failing():
+        cfg = load_cli_config(config, set_)
         with open_store(store, config=cfg) as st:
             res = st.recall(query, k=k, agent_id=agent_id, user_id=user_id)
-    except MemlabError as exc:
-        _fail(exc)
     for note in res.notes:
         typer.secho(f"note: {note}", fg=typer.colors.YELLOW, err=True)
     if not len(res):
@@ -178,12 +162,12 @@ def recall_cmd(
 
 @store_app.command("check")
 def store_check(
-    store: Path = typer.Argument(..., help="The store file (opened read-only)."),
+    store: Path = store_argument("The store file (opened read-only)."),
     full: bool = typer.Option(False, "--full", help="PRAGMA integrity_check (slower) instead of "
                               "quick_check."),
-    as_json: bool = typer.Option(False, "--json", help="The report as JSON."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+    as_json: bool = json_flag("The report as JSON."),
+    config: Optional[Path] = config_option(help=None),
+    set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Integrity, schema version, records by layer and status, pending embeddings, vectors
     against embedded memories per model version, the change log. Writes nothing. Exit code 0 when
@@ -191,12 +175,10 @@ def store_check(
     from memlab.store.health import check_store
 
     if not store.exists():
-        _fail(MemlabError(f"{store}: no such store file"))
-    try:
-        cfg = _config(config, set_)
+        fail(f"{store}: no such store file")
+    with failing():
+        cfg = load_cli_config(config, set_)
         report = check_store(store, full=full, busy_timeout_ms=cfg.store.busy_timeout_ms)
-    except MemlabError as exc:
-        _fail(exc)
     typer.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=1) if as_json
                else "\n".join(report.lines()))
     raise typer.Exit(0 if report.healthy else 1)
@@ -204,10 +186,10 @@ def store_check(
 
 @store_app.command("rebuild")
 def store_rebuild(
-    store: Path = typer.Argument(..., help="The store file."),
-    as_json: bool = typer.Option(False, "--json", help="The report as JSON."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Names the embedder."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+    store: Path = store_argument(),
+    as_json: bool = json_flag("The report as JSON."),
+    config: Optional[Path] = config_option("Names the embedder."),
+    set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Rebuild the embedder's vector table from the records through the embedding cache,
     embedding what the cache lacks; report the counts."""
@@ -217,12 +199,10 @@ def store_rebuild(
     from memlab.store.health import rebuild_store
 
     if not store.exists():
-        _fail(MemlabError(f"{store}: no such store file"))
-    try:
-        cfg = _config(config, set_)
+        fail(f"{store}: no such store file")
+    with failing():
+        cfg = load_cli_config(config, set_)
         report = rebuild_store(store, config=cfg, embedder=make_embedder(cfg))
-    except MemlabError as exc:
-        _fail(exc)
     typer.echo(json.dumps(asdict(report), ensure_ascii=False, indent=1) if as_json
                else "\n".join(report.lines()))
 
@@ -234,34 +214,25 @@ def _governed(store: Path, config: Optional[Path], sets: list[str] | None):
 
     if not store.exists():
         raise MemlabError(f"{store}: no such store file")
-    return open_store(store, config=_config(config, sets), load_embedder=False)
-
-
-def _when(seconds: float | None) -> str:
-    from datetime import datetime, timezone
-
-    return "" if seconds is None else \
-        datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return open_store(store, config=load_cli_config(config, sets), load_embedder=False)
 
 
 @app.command("history")
 def history_cmd(
-    store: Path = typer.Argument(..., help="The store file."),
+    store: Path = store_argument(),
     memory_id: str = typer.Argument(..., help="Any revision's id."),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
-    as_json: bool = typer.Option(False, "--json", help="The revisions as JSON."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+    agent_id: Optional[str] = agent_option(), user_id: Optional[str] = user_option(),
+    as_json: bool = json_flag("The revisions as JSON."),
+    config: Optional[Path] = config_option(help=None),
+    set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Every revision of the fact a memory states, oldest first (fact_key, fact_revision,
     lifecycle state: recall sees the active one only)."""
-    try:
+    with failing():
         with _governed(store, config, set_) as st:
             chain = st.history(memory_id, agent_id=agent_id, user_id=user_id)
-    except MemlabError as exc:
-        _fail(exc)
     rows = [{"revision": r.fact_revision, "id": r.id, "state": r.lifecycle_state,
-             "pinned": r.pinned, "written": _when(r.timestamp), "fact_key": r.fact_key,
+             "pinned": r.pinned, "written": when(r.timestamp), "fact_key": r.fact_key,
              "supersedes": r.supersedes or "", "text": r.text} for r in chain]
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=1))
@@ -273,51 +244,46 @@ def history_cmd(
 
 @app.command("pin")
 def pin_cmd(
-    store: Path = typer.Argument(..., help="The store file."),
+    store: Path = store_argument(),
     memory_id: str = typer.Argument(...),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+    agent_id: Optional[str] = agent_option(), user_id: Optional[str] = user_option(),
+    config: Optional[Path] = config_option(help=None),
+    set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Pin a memory: never forgotten, never consolidated; at most governance.pins_max per
     agent and user."""
-    try:
+    with failing():
         with _governed(store, config, set_) as st:
             st.pin(memory_id, agent_id=agent_id, user_id=user_id)
             n = len(st.pinned(agent_id=agent_id, user_id=user_id))
             cap = st.config.governance.pins_max
-    except MemlabError as exc:
-        _fail(exc)
     typer.echo(f"pinned {memory_id} ({n} of {cap} pins)")
 
 
 @app.command("unpin")
 def unpin_cmd(
-    store: Path = typer.Argument(..., help="The store file."),
+    store: Path = store_argument(),
     memory_id: str = typer.Argument(...),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
-    config: Optional[Path] = typer.Option(None, "--config", "-c"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides."),
+    agent_id: Optional[str] = agent_option(), user_id: Optional[str] = user_option(),
+    config: Optional[Path] = config_option(help=None),
+    set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Unpin a memory."""
-    try:
+    with failing():
         with _governed(store, config, set_) as st:
             st.unpin(memory_id, agent_id=agent_id, user_id=user_id)
-    except MemlabError as exc:
-        _fail(exc)
     typer.echo(f"unpinned {memory_id}")
 
 
 @app.command("fit")
 def fit_cmd(
-    dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d",
-                                help="A registered name or a canonical folder."),
-    path: Optional[str] = typer.Option(None, "--path", help="Where the named dataset's files are."),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
-                                               "key=value (e.g. 'categories=[1,2,3,4]')."),
+    dataset: str = dataset_option("A registered name or a canonical folder."),
+    path: Optional[str] = path_option(),
+    option: Optional[List[str]] = loader_option("Dataset loader option key=value "
+                                                "(e.g. 'categories=[1,2,3,4]')."),
     preset: str = typer.Option("reverie", "--preset", help="The preset (or YAML) whose weights "
                                "are learned; its scorer must be reverie."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value config overrides."),
+    set_: Optional[List[str]] = set_option(),
     model: str = typer.Option("linear", "--model", help="linear: reverie's weights, written as "
                               "a config YAML; hgb: a gradient-boosting model over every raw "
                               "signal, written as a skops file for fusion.scorer 'learned'."),
@@ -336,15 +302,13 @@ def fit_cmd(
                                        "question: a config YAML (linear) or a skops file (hgb)."),
     figure: Optional[Path] = typer.Option(None, "--figure", help="Permutation importance bar "
                                           "chart (PNG; --folds)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Folder of the embedding "
-                                             "and feature caches (bench.cache_dir)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the results as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    cache_dir: Optional[Path] = cache_dir_option(),
+    json_out: Optional[Path] = json_out_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Learn the fused score's weights from a dataset's cached raw signals (scikit-learn)."""
     import pandas as pd
 
-    from memlab.bench.cli import _dataset_options
     from memlab.bench.datasets import registry
     from memlab.bench.run import replay_cached, resolve_preset
     from memlab.embed import make_embedder
@@ -354,14 +318,14 @@ def fit_cmd(
     from memlab.tune.evaluate import per_query
 
     report: dict = {"dataset": dataset, "preset": preset, "model": model, "method": method}
-    try:
+    with failing():
         if model not in ("linear", "hgb"):
             raise MemlabError(f"--model: must be linear or hgb (got {model!r})")
         overrides = parse_assignments(set_)
         if cache_dir is not None:
             overrides["bench.cache_dir"] = str(cache_dir)
         cfg = load_config(resolve_preset(preset)[1], overrides=overrides)
-        ds = registry.load(dataset, path=path, **_dataset_options(option))
+        ds = registry.load(dataset, path=path, **loader_options(option))
         embedder = make_embedder(cfg) if cfg.recall.use_dense else None
         rep = replay_cached(ds, cfg, embedder=embedder, progress=not quiet)
         report["questions"] = int(len(rep.questions))
@@ -415,8 +379,6 @@ def fit_cmd(
                     save(importance_figure(imp, title=f"{ds.card.name}: hgb, held-out {metric}"),
                          figure)
                     typer.echo(f"wrote {figure}")
-    except MemlabError as exc:
-        _fail(exc)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=str),
