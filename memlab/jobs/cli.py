@@ -13,21 +13,13 @@ from typing import List, Optional
 
 import typer
 
+from memlab.cliutil import (agent_option, config_option, failing, json_flag, load_cli_config,
+                            quiet_option, set_option, store_argument, user_option, when)
 from memlab.clock import SystemClock
-from memlab.config import MemlabConfig, load_config, parse_assignments
 from memlab.errors import MemlabError
 
 jobs_app = typer.Typer(help="Fold jobs (atoms, contradictions, usage cleanup, re-embedding): "
                        "queue, run, list.", no_args_is_help=True)
-
-_STORE = typer.Argument(..., help="The store file.")
-_CONFIG = typer.Option(None, "--config", "-c", help="A YAML config file.")
-_SET = typer.Option(None, "--set", help="key=value config overrides.")
-
-
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
 
 
 def _open(store: Path, config: Optional[Path], sets: list[str] | None, *, must_exist: bool = True):
@@ -36,24 +28,25 @@ def _open(store: Path, config: Optional[Path], sets: list[str] | None, *, must_e
 
     if must_exist and not store.exists():
         raise MemlabError(f"{store}: no such store file")
-    cfg: MemlabConfig = load_config(config, overrides=parse_assignments(sets))
+    cfg = load_cli_config(config, sets)
     return Worker.open(store, config=cfg, clock=SystemClock(), embedder=lambda: make_embedder(cfg))
 
 
 @jobs_app.command("enqueue")
 def enqueue_cmd(
-    store: Path = _STORE,
+    store: Path = store_argument(),
     kind: str = typer.Argument(..., help="The job kind (memlab jobs kinds)."),
     payload: Optional[str] = typer.Option(None, "--payload", help="The payload, a JSON object."),
-    agent_id: Optional[str] = typer.Option(None, help="The owner the job works on (with "
-                                           "--user-id; default every owner)."),
-    user_id: Optional[str] = typer.Option(None),
+    agent_id: Optional[str] = agent_option(help="The owner the job works on (with --user-id; "
+                                                "default every owner)."),
+    user_id: Optional[str] = user_option(),
     dedup_key: Optional[str] = typer.Option(None, "--dedup-key", help="At most one queued or "
                                             "running job per key."),
-    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+    config: Optional[Path] = config_option(),
+    set_: Optional[List[str]] = set_option(),
 ) -> None:
     """Queue a job; prints its id."""
-    try:
+    with failing():
         try:
             data = json.loads(payload) if payload else {}
         except json.JSONDecodeError as exc:
@@ -61,29 +54,26 @@ def enqueue_cmd(
         with _open(store, config, set_, must_exist=False) as worker:
             job = worker.enqueue(kind, data, agent_id=agent_id, user_id=user_id,
                                  dedup_key=dedup_key)
-    except MemlabError as exc:
-        _fail(exc)
     typer.echo(f"{job.id}\t{job.kind}\t{job.state}")
 
 
 @jobs_app.command("run")
 def run_cmd(
-    store: Path = _STORE,
+    store: Path = store_argument(),
     once: bool = typer.Option(False, "--once", help="Run at most one job."),
     max_jobs: Optional[int] = typer.Option(None, "--max-jobs", help="Run at most this many jobs "
                                            "(default: until none is ready)."),
     kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only jobs of this kind "
                                              "(repeatable)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+    quiet: bool = quiet_option("No progress bar."),
+    config: Optional[Path] = config_option(),
+    set_: Optional[List[str]] = set_option(),
 ) -> None:
     """Lease and run the ready jobs; prints what was done."""
-    try:
+    with failing():
         with _open(store, config, set_) as worker:
             report = worker.run(max_jobs=1 if once else max_jobs, kinds=kind or None,
                                 progress=not quiet)
-    except MemlabError as exc:
-        _fail(exc)
     for job in report.done + report.failed + report.retried:
         shown = json.dumps(job.result, ensure_ascii=False) if job.state == "done" else job.error
         typer.echo(f"{job.id}\t{job.kind}\t{job.state}\t{shown}")
@@ -92,22 +82,21 @@ def run_cmd(
 
 @jobs_app.command("list")
 def list_cmd(
-    store: Path = _STORE,
+    store: Path = store_argument(),
     state: Optional[List[str]] = typer.Option(None, "--state", help="queued | leased | done | "
                                               "failed (repeatable)."),
     kind: Optional[List[str]] = typer.Option(None, "--kind", help="Only this kind (repeatable)."),
     limit: int = typer.Option(50, "--limit", help="Newest jobs shown."),
-    as_json: bool = typer.Option(False, "--json", help="The jobs as JSON."),
-    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+    as_json: bool = json_flag("The jobs as JSON."),
+    config: Optional[Path] = config_option(),
+    set_: Optional[List[str]] = set_option(),
 ) -> None:
     """The jobs, newest first, as a table."""
     import pandas as pd
 
-    try:
+    with failing():
         with _open(store, config, set_) as worker:
             jobs = worker.jobs(states=state or None, kinds=kind or None, limit=limit)
-    except MemlabError as exc:
-        _fail(exc)
     if as_json:
         typer.echo(json.dumps([j.to_dict() for j in jobs], ensure_ascii=False, indent=1))
         return
@@ -117,35 +106,29 @@ def list_cmd(
     frame = pd.DataFrame([{"id": j.id, "kind": j.kind, "state": j.state,
                            "attempts": f"{j.attempts}/{j.max_attempts}",
                            "owner": f"{j.agent_id}/{j.user_id}" if j.agent_id else "*",
-                           "created": _iso(j.created_at), "finished": _iso(j.finished_at),
+                           "created": when(j.created_at, seconds=True),
+                           "finished": when(j.finished_at, seconds=True),
                            "result / error": json.dumps(j.result, ensure_ascii=False)
                            if j.result is not None else (j.error or "")} for j in jobs])
     with pd.option_context("display.max_colwidth", 70, "display.width", 200):
         typer.echo(frame.to_string(index=False))
 
 
-def _iso(t: float | None) -> str:
-    from memlab.clock import from_unix
-
-    return "" if t is None else from_unix(t).strftime("%Y-%m-%d %H:%M:%S")
-
-
 @jobs_app.command("status")
 def status_cmd(
-    store: Path = _STORE,
-    as_json: bool = typer.Option(False, "--json", help="The counts as JSON."),
-    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+    store: Path = store_argument(),
+    as_json: bool = json_flag("The counts as JSON."),
+    config: Optional[Path] = config_option(),
+    set_: Optional[List[str]] = set_option(),
 ) -> None:
     """Jobs by kind and state, and how many are ready to run now."""
     import pandas as pd
 
     from memlab.jobs.queue import JOB_STATES
 
-    try:
+    with failing():
         with _open(store, config, set_) as worker:
             counts, ready = worker.status(), worker.ready()
-    except MemlabError as exc:
-        _fail(exc)
     if as_json:
         out: dict = {}
         for (k, s), n in counts.items():
@@ -174,23 +157,22 @@ def kinds_cmd() -> None:
 
 @jobs_app.command("atoms")
 def atoms_cmd(
-    store: Path = _STORE,
+    store: Path = store_argument(),
     kind: Optional[str] = typer.Option(None, "--kind", help="preference | constraint | promise | "
                                        "event | lesson."),
-    agent_id: Optional[str] = typer.Option(None), user_id: Optional[str] = typer.Option(None),
-    as_json: bool = typer.Option(False, "--json", help="The atoms as JSON."),
-    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+    agent_id: Optional[str] = agent_option(), user_id: Optional[str] = user_option(),
+    as_json: bool = json_flag("The atoms as JSON."),
+    config: Optional[Path] = config_option(),
+    set_: Optional[List[str]] = set_option(),
 ) -> None:
     """The typed atoms extract_atoms stored, with their source memory."""
     from dataclasses import asdict
 
     from memlab.jobs import stored_atoms
 
-    try:
+    with failing():
         with _open(store, config, set_) as worker:
             rows = stored_atoms(worker.store.conn, agent_id=agent_id, user_id=user_id, kind=kind)
-    except MemlabError as exc:
-        _fail(exc)
     if as_json:
         typer.echo(json.dumps([asdict(a) for a in rows], ensure_ascii=False, indent=1))
         return
@@ -203,15 +185,16 @@ def atoms_cmd(
 
 @jobs_app.command("contradictions")
 def contradictions_cmd(
-    store: Path = _STORE,
+    store: Path = store_argument(),
     check: bool = typer.Option(False, "--check", help="Run the evidence check first (records "
                                "what it finds), of the owner given or of every owner."),
     include_resolved: bool = typer.Option(False, "--all", help="Resolved ones too."),
-    agent_id: Optional[str] = typer.Option(None, help="One owner (with --user-id); default: "
-                                           "every owner."),
-    user_id: Optional[str] = typer.Option(None),
-    as_json: bool = typer.Option(False, "--json", help="The contradictions as JSON."),
-    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+    agent_id: Optional[str] = agent_option(help="One owner (with --user-id); default: every "
+                                                "owner."),
+    user_id: Optional[str] = user_option(),
+    as_json: bool = json_flag("The contradictions as JSON."),
+    config: Optional[Path] = config_option(),
+    set_: Optional[List[str]] = set_option(),
 ) -> None:
     """Recorded contradictions: active memories of one fact key with different values
     (memlab.write.facts; found by the evidence_check job or --check). Also ``memlab
@@ -223,7 +206,7 @@ def contradictions_cmd(
 
     from memlab.errors import InvalidInput
 
-    try:
+    with failing():
         if (agent_id is None) != (user_id is None):
             raise InvalidInput("--agent-id/--user-id", "give both (one owner) or neither (every "
                                "owner)", (agent_id, user_id))
@@ -234,8 +217,6 @@ def contradictions_cmd(
                                user_id=user_id, at=to_unix(SystemClock().now()))
             rows = list_contradictions(repo, agent_id=agent_id, user_id=user_id,
                                        open_only=not include_resolved)
-    except MemlabError as exc:
-        _fail(exc)
     if as_json:
         typer.echo(json.dumps([asdict(c) for c in rows], ensure_ascii=False, indent=1))
         return
@@ -243,8 +224,8 @@ def contradictions_cmd(
         typer.echo("no contradictions recorded (run an evidence_check job, or --check)")
         return
     for c in rows:
-        state = f"resolved {_iso(c.resolved_at)}: {c.resolution}" if c.resolved_at is not None \
-            else "open"
+        state = f"resolved {when(c.resolved_at, seconds=True)}: {c.resolution}" \
+            if c.resolved_at is not None else "open"
         typer.echo(f"#{c.id} {c.fact_key} ({c.agent_id}/{c.user_id}, {state})")
         for mid, value in zip(c.memory_ids, c.values):
             typer.echo(f"  {mid}: {value}")

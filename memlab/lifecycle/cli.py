@@ -10,25 +10,19 @@ from typing import List, Optional
 
 import typer
 
-from memlab.config import load_config, parse_assignments
+from memlab.cliutil import (agent_option, config_option, failing, load_cli_config, set_option,
+                            store_argument, user_option)
 from memlab.errors import MemlabError
 
 
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
-
-
 def consolidate_cmd(
-    store: Path = typer.Argument(..., help="The store file."),
+    store: Path = store_argument(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would merge, write "
                                  "nothing."),
-    agent_id: Optional[str] = typer.Option(None, "--agent-id", "--agent", help="Only this "
-                                           "agent's entries (default every owner)."),
-    user_id: Optional[str] = typer.Option(None, "--user-id", "--user", help="Only this user's "
-                                          "entries."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="A YAML config file."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value config overrides."),
+    agent_id: Optional[str] = agent_option("--agent-id", "--agent", help="Only this agent's "
+                                           "entries (default every owner)."),
+    user_id: Optional[str] = user_option("--user-id", "--user", help="Only this user's entries."),
+    config: Optional[Path] = config_option(), set_: Optional[List[str]] = set_option(),
 ) -> None:
     """Merge near-duplicate entries of each Familiars cell into one (consolidation.* config):
     the sources are deprecated, the new entry records derived_from. Pinned entries and
@@ -39,17 +33,15 @@ def consolidate_cmd(
 
     from .consolidate import consolidate
 
-    try:
+    with failing():
         if not store.exists():
             raise MemlabError(f"{store}: no such store file")
-        cfg = load_config(config, overrides=parse_assignments(set_))
+        cfg = load_cli_config(config, set_)
         embedder = make_embedder(cfg)
         llm = OpenAIChat.from_config(cfg.llm) if cfg.consolidation.synthesis == "llm" else None
         with Store.open(store, config=cfg) as st:
             plan, added = consolidate(st, embedder=embedder, dry_run=dry_run, llm=llm,
                                       agent_id=agent_id, user_id=user_id)
-    except MemlabError as exc:
-        _fail(exc)
     for line in plan.lines():
         typer.echo(line)
     if dry_run:

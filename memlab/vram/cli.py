@@ -9,16 +9,11 @@ from typing import List, Optional
 
 import typer
 
-from memlab.config import load_config, parse_assignments
+from memlab.cliutil import config_option, failing, json_out_option, load_cli_config, set_option
 from memlab.errors import MemlabError
 
 vram_app = typer.Typer(help="The VRAM gate: simulate workloads under its eviction policy.",
                        no_args_is_help=True)
-
-
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
 
 
 @vram_app.command("simulate")
@@ -32,9 +27,8 @@ def simulate_cmd(
                                         "keep-alive (unload whatever is idle --keepalive-s)."),
     keepalive_s: Optional[float] = typer.Option(None, "--keepalive-s", help="Idle seconds of the "
                                                 "keep-alive baseline (default vram.keepalive_s)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="A YAML config file."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value config overrides."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the summaries as JSON."),
+    config: Optional[Path] = config_option(), set_: Optional[List[str]] = set_option(),
+    json_out: Optional[Path] = json_out_option("Write the summaries as JSON."),
     trace_out: Optional[Path] = typer.Option(None, "--trace", help="Write the gate's trace "
                                              "(JSON Lines)."),
     plot_out: Optional[Path] = typer.Option(None, "--plot", help="Draw the gate's timeline "
@@ -47,8 +41,8 @@ def simulate_cmd(
     from memlab.vram.simulate import COMPARED, Workload, compare_policies, simulate
     from memlab.vram.trace import plot_timeline
 
-    try:
-        cfg = load_config(config, overrides=parse_assignments(set_)).vram
+    with failing(ValueError):
+        cfg = load_cli_config(config, set_).vram
         wl = Workload.from_yaml(workload, cfg)
         cap = capacity_mb if capacity_mb is not None else wl.capacity_mb
         if cap is None:
@@ -59,8 +53,6 @@ def simulate_cmd(
         else:
             table = pd.DataFrame.from_dict({"priority": {k: res.summary[k] for k in COMPARED}},
                                            orient="index")
-    except (MemlabError, ValueError) as exc:
-        _fail(exc)
     typer.echo(f"workload {wl.name}: {len(wl.turns)} turns, {len(wl.jobs)} jobs, "
                f"device {cap:g} MB, gate capacity {res.capacity_mb:g} MB")
     with pd.option_context("display.width", 200, "display.max_columns", None):

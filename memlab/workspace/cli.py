@@ -12,29 +12,22 @@ from typing import List, Optional
 
 import typer
 
-from memlab.config import load_config, parse_assignments
+from memlab.cliutil import (agent_option, config_option, failing, load_cli_config, set_option,
+                            store_argument, user_option)
 from memlab.errors import MemlabError
 
 workspace_app = typer.Typer(help="Export a store as a Familiars markdown workspace, or import "
                             "one (familiars §5.2.4, §5.3.1).", no_args_is_help=True)
 
-_STORE = typer.Argument(..., help="The store file.")
 _DIR = typer.Argument(..., help="The workspace folder.")
-_CONFIG = typer.Option(None, "--config", "-c", help="A YAML config file.")
-_SET = typer.Option(None, "--set", help="key=value config overrides.")
-
-
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
 
 
 @workspace_app.command("export")
 def export_cmd(
-    store: Path = _STORE, directory: Path = _DIR,
-    agent_id: Optional[str] = typer.Option(None, help="Only this agent's records."),
-    user_id: Optional[str] = typer.Option(None, help="Only this user's records."),
-    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+    store: Path = store_argument(), directory: Path = _DIR,
+    agent_id: Optional[str] = agent_option(help="Only this agent's records."),
+    user_id: Optional[str] = user_option(help="Only this user's records."),
+    config: Optional[Path] = config_option(), set_: Optional[List[str]] = set_option(),
 ) -> None:
     """Write every record of STORE (every state, deprecated ones too) into DIR, one markdown
     file per cell; files the export writes are replaced whole."""
@@ -42,25 +35,23 @@ def export_cmd(
 
     from .sync import export_workspace
 
-    try:
+    with failing():
         if not store.exists():
             raise MemlabError(f"{store}: no such store file")
-        cfg = load_config(config, overrides=parse_assignments(set_))
+        cfg = load_cli_config(config, set_)
         with Store.open(store, config=cfg) as st:
             result = export_workspace(st, directory, agent_id=agent_id, user_id=user_id)
-    except MemlabError as exc:
-        _fail(exc)
     typer.echo(result.summary())
 
 
 @workspace_app.command("import")
 def import_cmd(
-    store: Path = typer.Argument(..., help="The store file (created when missing)."),
+    store: Path = store_argument("The store file (created when missing)."),
     directory: Path = _DIR,
     embed: bool = typer.Option(False, "--embed", help="Embed the imported records now with the "
                                "configured embedder (default: they stay pending; `memlab store "
                                "rebuild STORE` embeds them)."),
-    config: Optional[Path] = _CONFIG, set_: Optional[List[str]] = _SET,
+    config: Optional[Path] = config_option(), set_: Optional[List[str]] = set_option(),
 ) -> None:
     """Add DIR's records to STORE verbatim (ids, times and every field), each file all or
     nothing; an entry whose id is stored with the same record is skipped."""
@@ -68,8 +59,8 @@ def import_cmd(
 
     from .sync import import_workspace
 
-    try:
-        cfg = load_config(config, overrides=parse_assignments(set_))
+    with failing():
+        cfg = load_cli_config(config, set_)
         embedder = None
         if embed:
             from memlab.embed import make_embedder
@@ -78,8 +69,6 @@ def import_cmd(
         with Store.open(store, config=cfg, embedder=embedder) as st:
             result = import_workspace(st, directory)
             embedded = st.embed_pending(embedder) if embedder is not None else 0
-    except MemlabError as exc:
-        _fail(exc)
     for line in result.lines():
         if line.startswith("error: "):
             typer.secho(line, fg=typer.colors.RED, err=True)
