@@ -11,27 +11,25 @@ import typer
 
 from memlab.bench.run import (BenchOutcome, check_metrics, format_table, resolve_preset,
                               run_bench)
+from memlab.cliutil import (cache_dir_option, config_option, dataset_option, experiment_option,
+                            failing, json_out_option, limit_option, loader_option, loader_options,
+                            no_track_option, no_vram_gate_option, path_option, quiet_option,
+                            set_option, tracking_uri_option)
 from memlab.config import MemlabConfig, load_config, parse_assignments
-from memlab.errors import ConfigError, MemlabError
+from memlab.errors import ConfigError
 
 DEFAULT_COMPARE = "reverie,cosine,bm25,generative_agents,hybrid_rrf"
 
 
-def _dataset_options(pairs: list[str] | None) -> dict:
-    import yaml
-
-    return {k: yaml.safe_load(v) for k, v in parse_assignments(pairs, what="--option").items()}
-
-
 def bench(
-    dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d",
-                                help="A registered name (memlab datasets list) or a canonical folder."),
-    path: Optional[str] = typer.Option(None, "--path", help="Where the named dataset's files are."),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
-                                               "key=value (e.g. noise=99, granularity=session)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="A YAML config (one run)."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value config overrides "
-                                             "(applied to every preset)."),
+    dataset: str = dataset_option("A registered name (memlab datasets list) or a canonical "
+                                  "folder."),
+    path: Optional[str] = path_option(),
+    option: Optional[List[str]] = loader_option("Dataset loader option key=value (e.g. "
+                                                "noise=99, granularity=session)."),
+    config: Optional[Path] = config_option("A YAML config (one run)."),
+    set_: Optional[List[str]] = set_option("key=value config overrides (applied to every "
+                                           "preset)."),
     compare: Optional[str] = typer.Option(None, "--compare", help="Comma-separated presets (or "
                                           f"YAML paths) run side by side, e.g. {DEFAULT_COMPARE}"),
     mode: Optional[str] = typer.Option(
@@ -39,18 +37,18 @@ def bench(
         "importance and layer policies, every item stored; the default) or writer (the write "
         "pipeline decides importance, gate and layer, as store_interaction does). "
         "'raw,writer' runs every preset both ways ('<preset>+writer')."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the results as JSON."),
+    limit: Optional[int] = limit_option(),
+    json_out: Optional[Path] = json_out_option(),
     out_dir: Path = typer.Option(Path("results"), "--out-dir", help="Per-query results and plots."),
-    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI "
-                                               "(default sqlite:///mlflow.db here)."),
-    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
-    experiment: str = typer.Option("memlab-bench", "--experiment", help="MLflow experiment."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    cache_dir: Optional[Path] = typer.Option(
-        None, "--cache-dir", help="Folder of the embedding and feature caches (bench.cache_dir; "
-        "default .cache/memlab). A second run with the same dataset, embedder and "
-        "candidates/ingest config reads its raw signals from there: no replay."),
+    tracking_uri: Optional[str] = tracking_uri_option("MLflow tracking URI (default "
+                                                      "sqlite:///mlflow.db here)."),
+    no_track: bool = no_track_option(),
+    experiment: str = experiment_option("memlab-bench"),
+    quiet: bool = quiet_option(),
+    cache_dir: Optional[Path] = cache_dir_option(
+        "Folder of the embedding and feature caches (bench.cache_dir; default .cache/memlab). A "
+        "second run with the same dataset, embedder and candidates/ingest config reads its raw "
+        "signals from there: no replay."),
     lexical_only: bool = typer.Option(
         False, "--lexical-only", help="Rank with the lexical routes only: no embedder is loaded "
         "and every preset runs with recall.use_dense false. Without it an embedder that cannot "
@@ -58,15 +56,15 @@ def bench(
     lenient: bool = typer.Option(
         False, "--lenient", help="Drop and count the dataset's bad records (lines) instead of "
         "stopping at the first; each is listed with file:line and why (table and JSON)."),
-    no_vram_gate: bool = typer.Option(
-        False, "--no-vram-gate", help="Run the embedder without the VRAM gate (vram.enabled "
-        "false): no trace in the results folder or MLflow. Metrics are the same either way."),
+    no_vram_gate: bool = no_vram_gate_option(
+        "Run the embedder without the VRAM gate (vram.enabled false): no trace in the results "
+        "folder or MLflow. Metrics are the same either way."),
     metric: Optional[List[str]] = typer.Option(
         None, "--metric", help="Metric(s) of the per-category tables, repeatable or a comma "
         "list, e.g. ndcg@10,mrr (default recall@10; cut-offs from bench.ks)."),
 ) -> None:
     """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category."""
-    try:
+    with failing():
         overrides = parse_assignments(set_)
         if cache_dir is not None:
             overrides["bench.cache_dir"] = str(cache_dir)
@@ -88,11 +86,8 @@ def bench(
             per_category = check_metrics([m.strip() for ms in metric for m in ms.split(",")
                                           if m.strip()], [cfg for _, cfg in presets])
         out = run_bench(dataset=dataset, presets=presets, path=path,
-                        dataset_options=_dataset_options(option), limit=limit,
+                        dataset_options=loader_options(option), limit=limit,
                         progress=not quiet, lexical_only=lexical_only, lenient=lenient)
-    except MemlabError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2)
     typer.echo(format_table(out, per_category=per_category))
     report = out.to_json()
     run_dir = write_artifacts(out, out_dir)

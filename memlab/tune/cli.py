@@ -8,8 +8,11 @@ from typing import List, Optional
 
 import typer
 
+from memlab.cliutil import (cache_dir_option, dataset_option, experiment_option, failing,
+                            json_out_option, limit_option, loader_option, no_track_option,
+                            no_vram_gate_option, path_option, quiet_option, set_option,
+                            tracking_uri_option)
 from memlab.config import parse_assignments
-from memlab.errors import MemlabError
 
 
 def _dataset_options(pairs: list[str] | None) -> dict:
@@ -19,11 +22,11 @@ def _dataset_options(pairs: list[str] | None) -> dict:
 
 
 def sweep_cmd(
-    dataset: str = typer.Option("memlab-lifelog", "--dataset", "-d", help="A registered name "
-                                "(memlab datasets list) or a canonical folder."),
-    path: Optional[str] = typer.Option(None, "--path", help="Where the named dataset's files are."),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
-                                               "key=value (e.g. granularity=session)."),
+    dataset: str = dataset_option("A registered name (memlab datasets list) or a canonical "
+                                  "folder."),
+    path: Optional[str] = path_option(),
+    option: Optional[List[str]] = loader_option("Dataset loader option key=value (e.g. "
+                                                "granularity=session)."),
     preset: Optional[str] = typer.Option(None, "--preset", "-p", help="The preset to tune (name "
                                          "or YAML path; default: the space's preset)."),
     space: str = typer.Option(..., "--space", help="Search space: experiments/sweeps/NAME.yaml "
@@ -55,30 +58,29 @@ def sweep_cmd(
     start_from_default: bool = typer.Option(
         True, "--start-from-default/--no-start-from-default", help="A new study's first trial "
         "is the preset's own configuration (when the space holds it; not with --sampler grid)."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="key=value overrides of the "
-                                             "preset, e.g. embedding.backend=hashing."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Folder of the embedding "
-                                             "and feature caches (bench.cache_dir)."),
+    limit: Optional[int] = limit_option(),
+    set_: Optional[List[str]] = set_option("key=value overrides of the preset, e.g. "
+                                           "embedding.backend=hashing."),
+    cache_dir: Optional[Path] = cache_dir_option(),
     out_dir: Path = typer.Option(Path("results/sweeps"), "--out-dir", help="Journal, best config "
                                  "YAML, trial table and plots."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the study as JSON (best, "
-                                            "default, folds, test)."),
+    json_out: Optional[Path] = json_out_option("Write the study as JSON (best, default, folds, "
+                                               "test)."),
     top: int = typer.Option(5, "--top", help="Best trials shown and logged as child runs."),
-    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI: "
-                                               "sqlite:///path.db or a server URL (default "
-                                               "sqlite:///mlflow.db here)."),
-    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
-    experiment: str = typer.Option("memlab-sweep", "--experiment", help="MLflow experiment."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    no_vram_gate: bool = typer.Option(
-        False, "--no-vram-gate", help="Replay without the VRAM gate (vram.enabled false): no "
-        "trace on the parent run. Scores are the same either way."),
+    tracking_uri: Optional[str] = tracking_uri_option("MLflow tracking URI: sqlite:///path.db "
+                                                      "or a server URL (default "
+                                                      "sqlite:///mlflow.db here)."),
+    no_track: bool = no_track_option(),
+    experiment: str = experiment_option("memlab-sweep"),
+    quiet: bool = quiet_option(),
+    no_vram_gate: bool = no_vram_gate_option(
+        "Replay without the VRAM gate (vram.enabled false): no trace on the parent run. Scores "
+        "are the same either way."),
 ) -> None:
     """Tune a preset's weights on a labelled dataset (Optuna over cached raw signals)."""
     from memlab.tune.sweep import sweep
 
-    try:
+    with failing():
         overrides = parse_assignments(set_)
         if cache_dir is not None:
             overrides["bench.cache_dir"] = str(cache_dir)
@@ -91,9 +93,6 @@ def sweep_cmd(
                        storage=storage, study=study, seed=seed, limit=limit, overrides=overrides,
                        out_dir=out_dir, progress=not quiet,
                        start_from_default=start_from_default)
-    except MemlabError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2)
     typer.echo(result.format(top))
     paths = result.write(out_dir)
     typer.echo(f"\nbest config: {paths['best_config']} (memlab bench --config)")
@@ -101,11 +100,8 @@ def sweep_cmd(
     if not no_track:
         from memlab.tune.track import track_sweep
 
-        try:
+        with failing():
             runs = track_sweep(result, tracking_uri=tracking_uri, experiment=experiment, top=top)
-        except MemlabError as exc:
-            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(2)
         report["mlflow"] = {"parent": runs["parent"], "tracking_uri": runs["tracking_uri"],
                             "children": {str(k): v for k, v in runs["children"].items()}}
         typer.echo(f"MLflow: parent run {runs['parent']} with {len(runs['children'])} child "

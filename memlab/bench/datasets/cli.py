@@ -10,6 +10,7 @@ import typer
 
 from memlab.bench.datasets.canonical import write_dataset
 from memlab.bench.datasets.registry import info, list_datasets, load, resolve_path
+from memlab.cliutil import failing
 from memlab.errors import InvalidInput, MemlabError
 
 datasets_app = typer.Typer(help="Recall datasets: list, describe, convert to the canonical format.",
@@ -30,11 +31,6 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _fail(exc: MemlabError) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code=2)
-
-
 @datasets_app.command("list")
 def list_cmd() -> None:
     """The registered datasets and whether a local copy was found."""
@@ -49,10 +45,8 @@ def list_cmd() -> None:
 @datasets_app.command("info")
 def info_cmd(name: Annotated[str, typer.Argument(help="a registered dataset name")]) -> None:
     """What a dataset is, its licence, download URL, checksums, options and local path."""
-    try:
+    with failing():
         spec = info(name)
-    except MemlabError as exc:
-        raise _fail(exc) from None
     typer.echo(f"name:         {spec.name}\nlanguage:     {spec.language}\nlicence:      {spec.license}\n"
                f"official url: {spec.official_url}\ndescription:  {spec.description}\n"
                f"default path: {spec.default_relpath}" + (" (in the repository)" if spec.bundled else ""))
@@ -74,11 +68,9 @@ def convert_cmd(
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="loader option key=value")] = None,
 ) -> None:
     """Load a dataset in its native format and write it in the canonical format."""
-    try:
+    with failing():
         ds = load(name, path=path, **parse_options(option or []))
         write_dataset(ds, out)
-    except MemlabError as exc:
-        raise _fail(exc) from None
     summary = ds.summary()
     typer.echo(f"wrote {out}: {summary['conversations']} conversations, {summary['items']} items, "
                f"{summary['questions']} questions; sha256 {ds.content_hash()}")
