@@ -53,6 +53,17 @@ def loader_options(pairs: list[str] | None) -> dict:
     return {k: yaml.safe_load(v) for k, v in parse_assignments(pairs, what="--option").items()}
 
 
+def run_overrides(sets: list[str] | None, cache_dir: Path | None, no_vram_gate: bool) -> dict:
+    """The config overrides of a run command (bench, sweep): ``--set`` pairs, ``--cache-dir`` as
+    ``bench.cache_dir`` and ``--no-vram-gate`` as ``vram.enabled`` false."""
+    overrides = parse_assignments(sets)
+    if cache_dir is not None:
+        overrides["bench.cache_dir"] = str(cache_dir)
+    if no_vram_gate:
+        overrides["vram.enabled"] = False
+    return overrides
+
+
 # -- times -----------------------------------------------------------------------------------------
 def when(t: float | None, *, seconds: bool = False) -> str:
     """A unix time as UTC text to the minute (``2026-12-01 23:55``) or, with ``seconds``, to the

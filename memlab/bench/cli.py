@@ -11,11 +11,11 @@ import typer
 
 from memlab.bench.run import (BenchOutcome, check_metrics, format_table, resolve_preset,
                               run_bench)
-from memlab.cliutil import (cache_dir_option, config_option, dataset_option, experiment_option,
+from memlab.cliutil import (run_overrides, cache_dir_option, config_option, dataset_option, experiment_option,
                             failing, json_out_option, limit_option, loader_option, loader_options,
                             no_track_option, no_vram_gate_option, path_option, quiet_option,
                             set_option, tracking_uri_option)
-from memlab.config import MemlabConfig, load_config, parse_assignments
+from memlab.config import MemlabConfig, load_config
 from memlab.errors import ConfigError
 
 DEFAULT_COMPARE = "reverie,cosine,bm25,generative_agents,hybrid_rrf"
@@ -65,11 +65,7 @@ def bench(
 ) -> None:
     """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category."""
     with failing():
-        overrides = parse_assignments(set_)
-        if cache_dir is not None:
-            overrides["bench.cache_dir"] = str(cache_dir)
-        if no_vram_gate:
-            overrides["vram.enabled"] = False
+        overrides = run_overrides(set_, cache_dir, no_vram_gate)
         if compare:
             presets = []
             for name in [c.strip() for c in compare.split(",") if c.strip()]:

@@ -8,17 +8,10 @@ from typing import List, Optional
 
 import typer
 
-from memlab.cliutil import (cache_dir_option, dataset_option, experiment_option, failing,
+from memlab.cliutil import (loader_options, run_overrides, cache_dir_option, dataset_option, experiment_option, failing,
                             json_out_option, limit_option, loader_option, no_track_option,
                             no_vram_gate_option, path_option, quiet_option, set_option,
                             tracking_uri_option)
-from memlab.config import parse_assignments
-
-
-def _dataset_options(pairs: list[str] | None) -> dict:
-    import yaml
-
-    return {k: yaml.safe_load(v) for k, v in parse_assignments(pairs, what="--option").items()}
 
 
 def sweep_cmd(
@@ -81,12 +74,8 @@ def sweep_cmd(
     from memlab.tune.sweep import sweep
 
     with failing():
-        overrides = parse_assignments(set_)
-        if cache_dir is not None:
-            overrides["bench.cache_dir"] = str(cache_dir)
-        if no_vram_gate:
-            overrides["vram.enabled"] = False
-        result = sweep(dataset=dataset, path=path, dataset_options=_dataset_options(option),
+        overrides = run_overrides(set_, cache_dir, no_vram_gate)
+        result = sweep(dataset=dataset, path=path, dataset_options=loader_options(option),
                        preset=preset, space=space, sampler=sampler, trials=trials,
                        objective=objective, level=level, macro_categories=macro, folds=folds,
                        test_dataset=test_dataset, test_path=test_path, n_jobs=n_jobs,
