@@ -356,14 +356,17 @@ class Prepared:
     @cached_property
     def frame_parts(self) -> dict[str, Any]:
         """The answerable questions (rows, index ``query_id``) and their category and
-        conversation columns, as the reference path makes them."""
+        conversation columns, as the reference path makes them; the categories' codes (sorted,
+        as a groupby orders them) and a memo of question subsets' positions
+        (:meth:`memlab.tune.evaluate.QueryScores.positions`)."""
         q = self.questions
         keep = np.flatnonzero(self.answerable)
         index = pd.Index([self.keys[i] for i in keep.tolist()], name="query_id")
-        cats = pd.Series(q["category"].astype(str).to_numpy(), index=self.keys)
+        cats = pd.Series(q["category"].astype(str).to_numpy(), index=self.keys).reindex(index)
         convs = pd.Series(q["conversation_id"].astype(str).to_numpy(), index=self.keys)
-        return {"rows": keep, "index": index, "cats": cats.reindex(index),
-                "convs": convs.reindex(index)}
+        codes, uniq = pd.factorize(cats, sort=True)
+        return {"rows": keep, "index": index, "cats": cats, "convs": convs.reindex(index),
+                "cat_codes": codes.astype(np.int64), "n_cats": len(uniq), "positions": {}}
 
 
 def _intersections(sets: list[frozenset[str]]) -> np.ndarray:
