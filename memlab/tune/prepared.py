@@ -344,6 +344,21 @@ class Prepared:
         return got
 
     @cached_property
+    def kernel_columns(self) -> dict[str, np.ndarray]:
+        """The columns the fused kernel reads row by row, in their stored dtypes (float32, int8,
+        int16, int32: half the bytes or less of the converted ones, and the same values once
+        converted back), the memory state of each row as int32 (int64 past 2^31 states)."""
+        out = {}
+        for c in ("cosine", "lexical", "entity_matches", "intent", "importance", "text_len",
+                  "event_time"):
+            raw = self.raw[c]
+            out[c] = raw if raw.dtype == np.dtype(COLUMNS[c]) else self.table[c]
+        state = self.memory_states[0]
+        out["state"] = (np.ascontiguousarray(state, dtype=np.int32)
+                        if state.size == 0 or state.max() < np.iinfo(np.int32).max else state)
+        return out
+
+    @cached_property
     def permanent(self) -> np.ndarray:
         """Rows of the permanent layer (selection caps them)."""
         return np.ascontiguousarray(self.table["layer"] == LAYER_CODES["permanent"])
