@@ -10,7 +10,10 @@ pass per question, the same picks as :mod:`memlab.tune.rescore`'s numpy path and
    first holds the rows scoring at least the question's ``PREFIX * k``-th best score (an
    in-place quickselect finds it). What the walk reads of each candidate (importance,
    permanence, text length, largest Jaccard) is gathered once into arrays beside its score,
-   so the heap's comparisons and the walk read the CPU caches, not the table.
+   so the heap's comparisons and the walk read the CPU caches, not the table. Where nothing can
+   bind (the best ``k`` rows, no tie past them, fit the budget together, hold at most the cap of
+   permanent rows and have no Jaccard at the dedup threshold with any memory of their
+   conversation) they are the picks, sorted by insertion, without the heap.
 2. **Permanent cap**: a permanent row past the ``recall.permanent_limit``-th in that order is no
    candidate (it still counts).
 3. **Walk**: skip a row whose text does not fit the budget left, skip one whose Jaccard with a
@@ -92,7 +95,7 @@ def _jit(numba, fn):
 def _load() -> bool:
     """Import numba and wrap the kernels (once); False where numba does not import."""
     global AVAILABLE, WHY, _better, _sift_down, _jaccard, _walk, _select_runs, _minimum
-    global _reverie_select, _heapify, _drain, _kth
+    global _reverie_select, _heapify, _drain, _kth, _clear
     if _state["loaded"]:
         return AVAILABLE
     _state["loaded"] = True
@@ -106,6 +109,7 @@ def _load() -> bool:
     _better, _jaccard, _minimum = inline(_better), inline(_jaccard), inline(_minimum)
     _sift_down, _walk = _jit(numba, _sift_down), _jit(numba, _walk)
     _heapify, _drain, _kth = _jit(numba, _heapify), _jit(numba, _drain), _jit(numba, _kth)
+    _clear = _jit(numba, _clear)
     _select_runs, _reverie_select = _jit(numba, _select_runs), _jit(numba, _reverie_select)
     return True
 
@@ -256,6 +260,49 @@ def _kth(buf, n, k):
     return buf[k]
 
 
+def _clear(pos, sc, h, n1, q, scratch, imp, perm, tlen, mj, limit, budget, dedup, cap, out):
+    """The walk where nothing can bind. ``h[:n1]`` holds a prefix of the question's rows in
+    selection's order (any order within it); when its best ``limit`` rows (no tie with a row
+    past them) fit the budget together, hold at most ``cap`` permanent rows and none of them has
+    a Jaccard of ``dedup`` or more with any memory of its conversation, the picks are those rows
+    in selection's order (sorted by insertion): written, True. Else False, nothing written
+    (``h[:n1]`` may be reordered)."""
+    top = limit if limit < n1 else n1
+    if n1 > limit:
+        for t in range(n1):
+            scratch[t] = sc[h[t]]
+        cut = _kth(scratch, n1, n1 - limit)
+        n = 0
+        for t in range(n1):                   # the best rows to the front
+            i = h[t]
+            if sc[i] >= cut:
+                if n == top:                  # a tie across the cut: the general walk
+                    return False
+                h[t] = h[n]
+                h[n] = i
+                n += 1
+    chars = 0
+    permanent = 0
+    for t in range(top):
+        i = h[t]
+        chars += tlen[i]
+        permanent += perm[i]
+        if mj[i] >= dedup:
+            return False
+    if chars > budget or permanent > cap:
+        return False
+    for t in range(1, top):                   # insertion sort in selection's order
+        i = h[t]
+        u = t - 1
+        while u >= 0 and _better(i, h[u], pos, sc, imp):
+            h[u + 1] = h[u]
+            u -= 1
+        h[u + 1] = i
+    for t in range(top):
+        out[q, t] = pos[h[t]]
+    return True
+
+
 def _walk(pos, sc, s, e, q, heap, scratch, chosen, imp, perm, tlen, mj, text_len, use_jac, jac,
           inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap, resume, out):
     """One question's selection from its kept rows ``pos[s:e]`` (scores ``sc[s:e]``; their
@@ -301,6 +348,9 @@ def _walk(pos, sc, s, e, q, heap, scratch, chosen, imp, perm, tlen, mj, text_len
         n2 = size
         for j in range(size):
             h[j] = s + j
+    if count == 0 and _clear(pos, sc, h, n1, q, scratch, imp, perm, tlen, mj, limit, budget,
+                             dedup, cap, out):
+        return
     count, used, seen = _drain(h, n1, pos, sc, q, chosen, count, used, 0, imp, perm, tlen, mj,
                                use_jac, jac, inter, inter_row, mem_local, n_terms, limit,
                                budget, dedup, cap, shortest, out)
