@@ -35,7 +35,11 @@ every eligible row (and of every relevant row of a 'first' question) as
 weights are formed once per state, side by side in one table row per state; the 'first' boost
 by event time rank, stable), then the walk above over the eligible rows. It reads the table's
 columns in their stored dtypes (float32, int8, int16, int32: :attr:`Prepared.kernel_columns
-<memlab.tune.prepared.Prepared.kernel_columns>`; the same values once converted to float64). A score that is not finite
+<memlab.tune.prepared.Prepared.kernel_columns>`; the same values once converted to float64).
+A relevance floor asked for again (a sweep over weights keeps the preset's) comes with its rows
+compacted (:meth:`Prepared.relevant_rows <memlab.tune.prepared.Prepared.relevant_rows>`: the
+same columns, only those rows, ``rows`` their table positions): the kernel then reads them in
+one sequential pass, with no floor pass over the other rows. A score that is not finite
 returns 1: the numpy path then raises as the scorer does.
 
 numba is optional (the ``fast`` extra): without it :data:`AVAILABLE` is False, the numpy path
@@ -414,7 +418,7 @@ def _minimum(a, b):
     return a if a <= b else b
 
 
-def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, intent, state,
+def _reverie_select(starts, rows, by_cos, by_z, by_lex, cos, z, lexical, entity, intent, state,
                     event_time, m_imp, m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo,
                     m_ret, fp, ip, importance, permanent, text_len, use_jac, jac, inter,
                     inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, out):
@@ -481,7 +485,7 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
                 if not lexical[r] >= lexical_floor:
                     break
                 flag[r - s] = True
-        for r in range(s, e):
+        for r in range(s, e):       # r: the row's index in the columns; rows[r] its position
             if floor_mode != 0 and not flag[r - s]:
                 continue
             c = np.float64(cos[r])
@@ -537,7 +541,7 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
             for j in range(n):
                 if (intent[kpos[j]] & INTENT_FIRST) != 0:
                     at[i] = j
-                    times[i] = event_time[kpos[j]]
+                    times[i] = event_time[rows[kpos[j]]]
                     i += 1
             order = np.argsort(times, kind="mergesort")
             for rank in range(n_first):
@@ -549,7 +553,7 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
                 return 1
             if kel[i]:
                 r = kpos[i]
-                kpos[m] = r
+                kpos[m] = rows[r]
                 ksc[m] = ksc[i]
                 kimp[m] = importance[r]
                 kperm[m] = permanent[r]
@@ -620,13 +624,19 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
     use_jac = prep.jac is not None
     by_cos, by_z, by_lex = prep.floor_orders
     k = prep.kernel_columns
+    floor = (floor_mode, rc.relevance_floor if floor_mode == 1 else rc.relevance_z,
+             rc.lexical_floor)
+    rel = prep.relevant_rows(floor) if floor_mode else None
+    if rel is not None:              # the floor's rows, compacted: no floor pass
+        k = rel
+        ip[0] = 0
     return _reverie_select(
-        prep.q_starts, by_cos, by_z, by_lex, k["cosine"], prep.z, k["lexical"],
+        k["starts"], k["rows"], by_cos, by_z, by_lex, k["cosine"], prep.z, k["lexical"],
         k["entity_matches"], k["intent"], k["state"], k["event_time"],
-        *(memory[key] for key in MEMORY_KEYS), fp, ip, k["importance"], prep.permanent,
+        *(memory[key] for key in MEMORY_KEYS), fp, ip, k["importance"], k["permanent"],
         k["text_len"], use_jac, prep.jac if use_jac else _EMPTY_F,
         _EMPTY_U8 if use_jac else prep.inter, prep.inter_row, prep.mem_local, prep.n_terms,
-        prep.max_jaccard, int(limit), int(cfg.selection.char_budget),
+        k["max_jaccard"], int(limit), int(cfg.selection.char_budget),
         float(cfg.selection.dedup_jaccard), int(rc.permanent_limit), out)
 
 
@@ -656,7 +666,8 @@ def warm(inter_dtype: np.dtype | type = np.uint8) -> float:
         _select_runs(i64, f64, i64, f64, b, i64, use_jac, f64, inter, i64, i64, i64, f64, i64, 1,
                      1, 0.5, 1, False, out, b)
         # the fused kernel on the columns' stored dtypes (Prepared.kernel_columns)
-        _reverie_select(np.array([0, 2]), i64, i64, i64, f32, f64, f32, i16, i8, i32, f64, f64,
+        _reverie_select(np.array([0, 2]), np.arange(2), i64, i64, i64, f32, f64, f32, i16, i8,
+                        i32, f64, f64,
                         f64, b, f64, f64, f64, f64, f64, f64, np.zeros(len(_FLOATS)),
                         np.zeros(5, np.int64), f32, b, i32, use_jac, f64, inter, i64, i64, i64,
                         f64, 1, 1, 0.5, 1, out)

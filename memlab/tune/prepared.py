@@ -20,6 +20,7 @@ raises or computes exactly as ``memlab bench``.
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import Any
@@ -46,6 +47,9 @@ MAX_DEDUP_MEMORIES = 6000
 #: At most this many memory pairs (all conversations together) get their Jaccard stored as a
 #: float64 (8 bytes each); else jaccard() computes them from the intersection counts. Speed only.
 JACCARD_CELLS = 1 << 24
+
+#: Relevance floors whose rows :meth:`Prepared.relevant_rows` keeps compacted. Speed only.
+RELEVANT_MEMO = 2
 
 #: Rows per block when the whole table is scored (arrays that stay in the CPU caches). Speed only.
 BLOCK_ROWS = 48_000
@@ -356,6 +360,45 @@ class Prepared:
         state = self.memory_states[0]
         out["state"] = (np.ascontiguousarray(state, dtype=np.int32)
                         if state.size == 0 or state.max() < np.iinfo(np.int32).max else state)
+        self.dedup_arrays()
+        out.update(permanent=self.permanent, max_jaccard=self.max_jaccard, starts=self.q_starts,
+                   rows=np.arange(self.n, dtype=np.int64))
+        return out
+
+    def relevant_rows(self, floor: tuple) -> dict[str, np.ndarray] | None:
+        """:attr:`kernel_columns` of the rows that pass a relevance floor, compacted (table
+        order; ``rows`` their positions, ``starts`` each question's offset), for the fused
+        kernel to read without a floor pass. ``floor``: (1: absolute cosine | 2: z-score, its
+        threshold, the lexical floor). Made the second time a floor is asked for (a sweep that
+        keeps the floor, e.g. over weights, asks for one floor again and again; one drawn per
+        configuration would pay the copy each time), the last :data:`RELEVANT_MEMO` kept; None
+        before (the kernel applies the floor itself)."""
+        memo = self.__dict__.setdefault("_relevant_rows", OrderedDict())
+        got = memo.get(floor)
+        if got is not None:
+            memo.move_to_end(floor)
+            return got
+        seen = self.__dict__.setdefault("_floors_seen", {})
+        if len(seen) > 256:
+            seen.clear()
+        seen[floor] = seen.get(floor, 0) + 1
+        if seen[floor] < 2 or not self.qid_sorted:
+            return None
+        mode, side, lexical_floor = floor
+        with np.errstate(invalid="ignore"):          # NaN passes no floor
+            mask = ((self.cosine >= side) if mode == 1 else (self.z >= side)) \
+                | (self.lexical >= lexical_floor)
+        rows = np.flatnonzero(mask)
+        k = self.kernel_columns
+        out = {c: np.ascontiguousarray(k[c][rows])
+               for c in ("cosine", "lexical", "entity_matches", "intent", "state", "importance",
+                         "text_len", "permanent", "max_jaccard")}
+        out.update(event_time=k["event_time"], rows=rows.astype(np.int64),
+                   starts=np.searchsorted(self.qid[rows], np.arange(self.n_q + 1))
+                   .astype(np.int64))
+        memo[floor] = out
+        while len(memo) > RELEVANT_MEMO:
+            memo.popitem(last=False)
         return out
 
     @cached_property

@@ -425,3 +425,28 @@ def test_array_metrics_equal_evaluate(world, scorers, extra):
                             c, questions is None, macro)
             hits += int((want["recall@5"] > 0).sum())
     assert hits > N_CONFIGS                     # the gold is found often: the values are not all 0
+
+
+@pytest.mark.skipif(not kernels.AVAILABLE, reason=kernels.WHY)
+def test_compacted_floor_rows_select_the_same(world, monkeypatch):
+    """A floor asked for again is served from its rows compacted (Prepared.relevant_rows: the
+    fused kernel reads them without a floor pass): the same selections as the kernel applying
+    the floor itself, for the 50 random configurations (and with a memo of one floor, evicted
+    as configurations alternate)."""
+    monkeypatch.setattr(rescore, "KERNELS", True)
+    served = 0
+    for memo in (2, 1):
+        monkeypatch.setattr(prepared_module, "RELEVANT_MEMO", memo)
+        for cfg in _configs(world["base"]):
+            prep = prepared(_replay(world, cfg))
+            prep.__dict__.pop("_relevant_rows", None)
+            prep.__dict__.pop("_floors_seen", None)
+            first = rescore.selections(prep, cfg)          # the kernel's own floor
+            again = rescore.selections(prep, cfg)          # the compacted rows
+            assert np.array_equal(first, again), cfg.to_flat()
+            served += bool(prep.__dict__.get("_relevant_rows"))
+            other = world["base"]                          # another floor in between
+            rescore.selections(prep, other)
+            rescore.selections(prep, other)
+            assert np.array_equal(rescore.selections(prep, cfg), first), cfg.to_flat()
+    assert served > N_CONFIGS                  # most draws have a floor (absolute 0 has none)
