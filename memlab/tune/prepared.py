@@ -369,20 +369,23 @@ class Prepared:
         """:attr:`kernel_columns` of the rows that pass a relevance floor, compacted (table
         order; ``rows`` their positions, ``starts`` each question's offset), for the fused
         kernel to read without a floor pass. ``floor``: (1: absolute cosine | 2: z-score, its
-        threshold, the lexical floor). Made the second time a floor is asked for (a sweep that
-        keeps the floor, e.g. over weights, asks for one floor again and again; one drawn per
-        configuration would pay the copy each time), the last :data:`RELEVANT_MEMO` kept; None
-        before (the kernel applies the floor itself)."""
+        threshold, the lexical floor). Made when a floor comes back among the last
+        2 x :data:`RELEVANT_MEMO` floors asked for (a sweep that keeps the floor, e.g. over
+        weights, asks for one floor again and again; one drawn per configuration must not pay
+        the copy), the last :data:`RELEVANT_MEMO` kept; None otherwise (the kernel applies the
+        floor itself)."""
         memo = self.__dict__.setdefault("_relevant_rows", OrderedDict())
         got = memo.get(floor)
         if got is not None:
             memo.move_to_end(floor)
             return got
-        seen = self.__dict__.setdefault("_floors_seen", {})
-        if len(seen) > 256:
-            seen.clear()
-        seen[floor] = seen.get(floor, 0) + 1
-        if seen[floor] < 2 or not self.qid_sorted:
+        seen = self.__dict__.setdefault("_floors_seen", OrderedDict())
+        again = floor in seen
+        seen[floor] = True
+        seen.move_to_end(floor)
+        while len(seen) > 2 * RELEVANT_MEMO:
+            seen.popitem(last=False)
+        if not again or not self.qid_sorted:
             return None
         mode, side, lexical_floor = floor
         with np.errstate(invalid="ignore"):          # NaN passes no floor
