@@ -303,6 +303,13 @@ class Prepared:
         return state.reshape(-1).astype(np.int64), first.astype(np.int64)
 
     @cached_property
+    def state_columns(self) -> dict[str, np.ndarray]:
+        """The raw columns of one row of each memory state (``memory_states``), gathered once:
+        what :func:`~memlab.recall.score.reverie_memory` reads per configuration."""
+        _, rows = self.memory_states
+        return {c: self.raw[c][rows] for c in COLUMNS}
+
+    @cached_property
     def blocks(self) -> list[slice]:
         """Row slices of whole questions, about :data:`BLOCK_ROWS` rows each (qid-sorted tables;
         else one slice of everything)."""
