@@ -5,15 +5,15 @@ pass per question, the same picks as :mod:`memlab.tune.rescore`'s numpy path and
 :func:`select_runs`, per question (its kept rows contiguous in the input; any order within):
 
 1. **Order**: selection's order (score desc, importance desc, table position asc: the stable
-   lexsort's tie-break), produced lazily by a binary heap (heapify in O(n), one pop per row the
-   walk looks at) instead of a full sort: the walk usually stops after ``k`` picks. The heap
-   first holds the rows scoring at least the question's ``PREFIX * k``-th best score (an
-   in-place quickselect finds it). What the walk reads of each candidate (importance,
-   permanence, text length, largest Jaccard) is gathered once into arrays beside its score,
-   so the heap's comparisons and the walk read the CPU caches, not the table. Where nothing can
-   bind (the best ``k`` rows, no tie past them, fit the budget together, hold at most the cap of
-   permanent rows and have no Jaccard at the dedup threshold with any memory of their
-   conversation) they are the picks, sorted by insertion, without the heap.
+   lexsort's tie-break), only as far as the walk needs it: first the rows scoring at least the
+   question's ``PREFIX * k``-th best score (an in-place quickselect finds it), sorted (argsort
+   by score, then an insertion pass over runs of equal scores); the others, where the walk needs
+   more, those that still fit the budget left or are permanent, sorted then. What the walk reads
+   of each candidate (importance, permanence, text length, largest Jaccard) is gathered once
+   into arrays beside its score, so the sort and the walk read the CPU caches, not the table.
+   Where nothing can bind (the best ``k`` rows, no tie past them, fit the budget together, hold
+   at most the cap of permanent rows and have no Jaccard at the dedup threshold with any memory
+   of their conversation) they are the picks, sorted by insertion.
 2. **Permanent cap**: a permanent row past the ``recall.permanent_limit``-th in that order is no
    candidate (it still counts).
 3. **Walk**: skip a row whose text does not fit the budget left, skip one whose Jaccard with a
@@ -76,8 +76,6 @@ stats: dict = {"compile_s": 0.0, "cached": False, "warmed": [], "numpy_fallbacks
 #: Rows per question (times ``k``) walked first: those scoring at least that best score (speed
 #: only; the same picks either way).
 PREFIX = 2
-#: Rows skipped for the budget after which the walk drops the rows that no longer fit. Speed only.
-REBUILD = 16
 _state = {"loaded": False, "logged": False, "logged_cache": False}
 
 
@@ -98,8 +96,8 @@ def _jit(numba, fn):
 
 def _load() -> bool:
     """Import numba and wrap the kernels (once); False where numba does not import."""
-    global AVAILABLE, WHY, _better, _sift_down, _jaccard, _walk, _select_runs, _minimum
-    global _reverie_select, _heapify, _drain, _kth, _clear
+    global AVAILABLE, WHY, _better, _jaccard, _walk, _select_runs, _minimum
+    global _reverie_select, _kth, _clear, _sort_run, _drain_sorted
     if _state["loaded"]:
         return AVAILABLE
     _state["loaded"] = True
@@ -111,9 +109,9 @@ def _load() -> bool:
         return False
     inline = numba.njit(inline="always")
     _better, _jaccard, _minimum = inline(_better), inline(_jaccard), inline(_minimum)
-    _sift_down, _walk = _jit(numba, _sift_down), _jit(numba, _walk)
-    _heapify, _drain, _kth = _jit(numba, _heapify), _jit(numba, _drain), _jit(numba, _kth)
+    _walk, _kth = _jit(numba, _walk), _jit(numba, _kth)
     _clear = _jit(numba, _clear)
+    _sort_run, _drain_sorted = _jit(numba, _sort_run), _jit(numba, _drain_sorted)
     _select_runs, _reverie_select = _jit(numba, _select_runs), _jit(numba, _reverie_select)
     return True
 
@@ -141,22 +139,6 @@ def _better(a, b, pos, sc, imp):
     return pos[a] < pos[b]
 
 
-def _sift_down(heap, size, at, pos, sc, imp):
-    item = heap[at]
-    while True:
-        child = 2 * at + 1
-        if child >= size:
-            break
-        right = child + 1
-        if right < size and _better(heap[right], heap[child], pos, sc, imp):
-            child = right
-        if not _better(heap[child], item, pos, sc, imp):
-            break
-        heap[at] = heap[child]
-        at = child
-    heap[at] = item
-
-
 def _jaccard(a, b, use_jac, jac, inter, inter_row, mem_local, n_terms):
     """Prepared.jaccard of positions ``a`` and ``b`` (same conversation, with a matrix; the
     matrix is symmetric, bit for bit: the walk reads the rows of its picks, which stay in the
@@ -169,65 +151,6 @@ def _jaccard(a, b, use_jac, jac, inter, inter_row, mem_local, n_terms):
     if union > 0:
         return x / union
     return 0.0
-
-
-def _heapify(h, size, pos, sc, imp):
-    for j in range(size // 2 - 1, -1, -1):
-        _sift_down(h, size, j, pos, sc, imp)
-
-
-def _drain(h, size, pos, sc, q, chosen, count, used, seen_permanent, imp, perm, tlen, mj,
-           use_jac, jac, inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap,
-           shortest, out):
-    """Walk the candidates of the heap ``h[:size]`` (indices into pos, sc and the candidates'
-    importance ``imp``, permanence ``perm``, text length ``tlen`` and largest Jaccard in their
-    conversation ``mj``) in selection's order from the state (count, used, seen_permanent);
-    returns that state. After :data:`REBUILD` rows skipped for the budget, the heap keeps only
-    the rows that fit the budget left (it only shrinks: the others would be skipped too) or
-    that are permanent (they count toward the cap)."""
-    _heapify(h, size, pos, sc, imp)
-    skipped = 0
-    while size > 0 and count < limit and budget - used >= shortest:
-        if skipped >= REBUILD:
-            left = budget - used
-            m = 0
-            for j in range(size):
-                i = h[j]
-                if tlen[i] <= left or perm[i]:
-                    h[m] = i
-                    m += 1
-            size = m
-            skipped = 0
-            _heapify(h, size, pos, sc, imp)
-            continue
-        i = h[0]
-        size -= 1
-        if size > 0:
-            h[0] = h[size]
-            _sift_down(h, size, 0, pos, sc, imp)
-        if perm[i]:
-            seen_permanent += 1
-            if seen_permanent > cap:
-                continue
-        length = tlen[i]
-        if length > budget - used:
-            skipped += 1
-            continue
-        p = pos[i]
-        duplicate = False
-        if mj[i] >= dedup:                  # else no memory of the conversation is that close
-            for c in range(count):
-                if _jaccard(chosen[c], p, use_jac, jac, inter, inter_row, mem_local,
-                            n_terms) >= dedup:
-                    duplicate = True
-                    break
-        if duplicate:
-            continue
-        out[q, count] = p
-        chosen[count] = p
-        used += length
-        count += 1
-    return count, used, seen_permanent
 
 
 def _kth(buf, n, k):
@@ -307,7 +230,61 @@ def _clear(pos, sc, h, n1, q, scratch, imp, perm, tlen, mj, limit, budget, dedup
     return True
 
 
-def _walk(pos, sc, s, e, q, heap, scratch, chosen, imp, perm, tlen, mj, text_len, use_jac, jac,
+def _sort_run(h, size, pos, sc, imp, keys):
+    """``h[:size]`` sorted in selection's order: by score (argsort), then an insertion pass
+    that orders runs of equal scores by importance and table position."""
+    for t in range(size):
+        keys[t] = -sc[h[t]]
+    o = np.argsort(keys[:size])
+    tmp = h[:size][o]
+    for t in range(size):
+        h[t] = tmp[t]
+    for t in range(1, size):
+        i = h[t]
+        u = t - 1
+        while u >= 0 and _better(i, h[u], pos, sc, imp):
+            h[u + 1] = h[u]
+            u -= 1
+        h[u + 1] = i
+
+
+def _drain_sorted(h, size, pos, q, chosen, count, used, seen_permanent, perm, tlen, mj,
+                  use_jac, jac, inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap,
+                  shortest, out):
+    """The walk (module docstring, steps 2-3) over the candidates ``h[:size]`` (indices into
+    pos and the candidates' permanence ``perm``, text length ``tlen`` and largest Jaccard in
+    their conversation ``mj``), already in selection's order, from the state (count, used,
+    seen_permanent); returns that state. (A budget that binds makes the walk look at most rows:
+    one sort costs less than a heap pop per row.)"""
+    for t in range(size):
+        if count >= limit or budget - used < shortest:
+            break
+        i = h[t]
+        if perm[i]:
+            seen_permanent += 1
+            if seen_permanent > cap:
+                continue
+        length = tlen[i]
+        if length > budget - used:
+            continue
+        p = pos[i]
+        duplicate = False
+        if mj[i] >= dedup:
+            for c in range(count):
+                if _jaccard(chosen[c], p, use_jac, jac, inter, inter_row, mem_local,
+                            n_terms) >= dedup:
+                    duplicate = True
+                    break
+        if duplicate:
+            continue
+        out[q, count] = p
+        chosen[count] = p
+        used += length
+        count += 1
+    return count, used, seen_permanent
+
+
+def _walk(pos, sc, s, e, q, work, scratch, chosen, imp, perm, tlen, mj, text_len, use_jac, jac,
           inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap, resume, out):
     """One question's selection from its kept rows ``pos[s:e]`` (scores ``sc[s:e]``; their
     importance, permanence, text length and largest Jaccard at the same indices of ``imp``,
@@ -332,7 +309,7 @@ def _walk(pos, sc, s, e, q, heap, scratch, chosen, imp, perm, tlen, mj, text_len
             shortest = tlen[j]
     if budget - used < shortest:
         return
-    h = heap[s:e]
+    h = work[s:e]
     want = PREFIX * limit
     if size > 2 * want:
         for j in range(size):
@@ -355,9 +332,10 @@ def _walk(pos, sc, s, e, q, heap, scratch, chosen, imp, perm, tlen, mj, text_len
     if count == 0 and _clear(pos, sc, h, n1, q, scratch, imp, perm, tlen, mj, limit, budget,
                              dedup, cap, out):
         return
-    count, used, seen = _drain(h, n1, pos, sc, q, chosen, count, used, 0, imp, perm, tlen, mj,
-                               use_jac, jac, inter, inter_row, mem_local, n_terms, limit,
-                               budget, dedup, cap, shortest, out)
+    _sort_run(h, n1, pos, sc, imp, scratch)
+    count, used, seen = _drain_sorted(h, n1, pos, q, chosen, count, used, 0, perm, tlen, mj,
+                                      use_jac, jac, inter, inter_row, mem_local, n_terms, limit,
+                                      budget, dedup, cap, shortest, out)
     if n2 < size and count < limit and budget - used >= shortest:
         left = budget - used
         m = 0
@@ -366,8 +344,10 @@ def _walk(pos, sc, s, e, q, heap, scratch, chosen, imp, perm, tlen, mj, text_len
             if tlen[i] <= left or perm[i]:
                 h[m] = i
                 m += 1
-        _drain(h, m, pos, sc, q, chosen, count, used, seen, imp, perm, tlen, mj, use_jac, jac,
-               inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap, shortest, out)
+        _sort_run(h, m, pos, sc, imp, scratch)
+        _drain_sorted(h, m, pos, q, chosen, count, used, seen, perm, tlen, mj, use_jac, jac,
+                      inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap, shortest,
+                      out)
 
 
 def _select_runs(pos, sc, qid, importance, permanent, text_len, use_jac, jac, inter, inter_row,
@@ -377,7 +357,7 @@ def _select_runs(pos, sc, qid, importance, permanent, text_len, use_jac, jac, in
     for i in range(n):
         if np.isnan(sc[i]):
             return 1
-    heap = np.empty(n, dtype=np.int64)
+    work = np.empty(n, dtype=np.int64)
     scratch = np.empty(n, dtype=np.float64)
     chosen = np.empty(limit, dtype=np.int64)
     imp = np.empty(n, dtype=importance.dtype)      # the candidates' own values, gathered once
@@ -399,7 +379,7 @@ def _select_runs(pos, sc, qid, importance, permanent, text_len, use_jac, jac, in
         if inter_base[pos[s]] < 0:          # no intersection matrix: the numpy path
             unresolved[q] = True
         else:
-            _walk(pos, sc, s, e, q, heap, scratch, chosen, imp, perm, tlen, mj, text_len,
+            _walk(pos, sc, s, e, q, work, scratch, chosen, imp, perm, tlen, mj, text_len,
                   use_jac, jac, inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap,
                   resume, out)
         s = e
@@ -463,7 +443,7 @@ def _reverie_select(starts, rows, by_cos, by_z, by_lex, cos, z, lexical, entity,
     klen = np.empty(widest, dtype=np.int64)
     kmj = np.empty(widest, dtype=np.float64)
     flag = np.zeros(widest, dtype=np.bool_)        # a question's rows that pass the floor
-    heap = np.empty(widest, dtype=np.int64)
+    work = np.empty(widest, dtype=np.int64)
     scratch = np.empty(widest, dtype=np.float64)
     chosen = np.empty(limit, dtype=np.int64)
     inv = 1.0 - base
@@ -560,7 +540,7 @@ def _reverie_select(starts, rows, by_cos, by_z, by_lex, cos, z, lexical, entity,
                 klen[m] = text_len[r]
                 kmj[m] = max_jac[r]
                 m += 1
-        _walk(kpos, ksc, 0, m, q, heap, scratch, chosen, kimp, kperm, klen, kmj, text_len,
+        _walk(kpos, ksc, 0, m, q, work, scratch, chosen, kimp, kperm, klen, kmj, text_len,
               use_jac, jac, inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap,
               False, out)
     return 0
