@@ -13,8 +13,11 @@ Prints a table and writes JSON (``--json``, default ``results/sweep_throughput.j
 What is measured (every rate is the median over ``--repeats``; the load average is recorded
 beside each figure, since the machine may be shared):
 
-* **cached, 1 core**: ``memlab.tune.evaluate.per_query(rep, cfg)`` (what every sweep, fit and fold
-  calls) in this process, the replay read from the feature cache, on ``--configs`` random
+* **cached, 1 core**: what a sweep trial computes (``--call trial``, the default:
+  ``per_query_scores(rep, cfg, columns=["ndcg@10"]).reduce(["ndcg@10"])``, the per-query arrays
+  of the objective's column and their mean, as ``Evaluator.values``; ``--call per_query``:
+  ``memlab.tune.evaluate.per_query(rep, cfg)``, the per-query DataFrame, what folds, fits and
+  significance tests call) in this process, the replay read from the feature cache, on ``--configs`` random
   configurations of :func:`memlab.tune.sample.random_configs` (the sampler of
   tests/tune/test_parity.py) in two regimes: **space**, every score-stage field the reverie
   scorer reads, the relevance floor's included (a floor drawn loose lets most of the table's
@@ -63,6 +66,7 @@ from memlab.bench.datasets import registry  # noqa: E402
 from memlab.bench.run import replay_cached, resolve_preset  # noqa: E402
 from memlab.config import MemlabConfig, load_config  # noqa: E402
 from memlab.tune.evaluate import per_query, per_query_reference  # noqa: E402
+from memlab.tune import evaluate as _evaluate  # noqa: E402
 from memlab.tune.sample import random_configs, reverie_keys  # noqa: E402
 
 
@@ -117,6 +121,24 @@ def configs(opt: dict[str, Any], base: MemlabConfig) -> dict[str, list[MemlabCon
 
 _WORKER: dict[str, Any] = {}
 
+#: The objective a sweep trial reduces (the sweep's default).
+OBJECTIVE = ("ndcg@10",)
+
+
+def trial(rep, cfg: MemlabConfig) -> float:
+    """What a sweep trial computes (``Evaluator.values``): the objective column's per-query
+    values as arrays, and their mean. Before ``per_query_scores`` existed: per_query's frame and
+    its mean."""
+    scores = getattr(_evaluate, "per_query_scores", None)
+    if scores is None:
+        return float(per_query(rep, cfg)[OBJECTIVE[0]].mean())
+    return scores(rep, cfg, columns=OBJECTIVE).reduce(OBJECTIVE)[OBJECTIVE[0]]
+
+
+def scorer(opt: dict[str, Any]):
+    """The per-configuration call ``--call`` names."""
+    return trial if opt.get("call", "trial") == "trial" else per_query
+
 
 def selection_path(opt: dict[str, Any]) -> str:
     """Set the selection path ``--selection`` asks for (auto: the numba kernels where numba
@@ -134,7 +156,7 @@ def _init(opt: dict[str, Any]) -> None:
     selection_path(opt)
     ds, cfg, emb = setup(opt)
     rep = replay_cached(ds, cfg, embedder=emb, progress=False)
-    _WORKER.update(rep=rep, cfgs=configs(opt, cfg))
+    _WORKER.update(rep=rep, cfgs=configs(opt, cfg), call=scorer(opt))
     per_query(rep, cfg)                        # prepare once, before the clock starts
     per_query(rep, _WORKER["cfgs"]["space"][0])
 
@@ -148,7 +170,7 @@ def _score(task: tuple[str, list[int]]) -> float:
     regime, chunk = task
     t0 = time.process_time()
     for i in chunk:
-        per_query(_WORKER["rep"], _WORKER["cfgs"][regime][i])
+        _WORKER["call"](_WORKER["rep"], _WORKER["cfgs"][regime][i])
     return time.process_time() - t0
 
 
@@ -176,7 +198,8 @@ def _rate(fn, n: int, repeats: int) -> dict[str, Any]:
 
 
 def run(opt: dict[str, Any]) -> dict[str, Any]:
-    res: dict[str, Any] = {"selection": selection_path(opt)}
+    res: dict[str, Any] = {"selection": selection_path(opt), "call": opt.get("call", "trial")}
+    call = scorer(opt)
     ds, base, emb = setup(opt)
     t0 = time.perf_counter()
     rep = replay_cached(ds, base, embedder=emb, progress=True)
@@ -198,11 +221,11 @@ def run(opt: dict[str, Any]) -> dict[str, Any]:
           f"{res['kernels']['compile_s']:.2f} s of it)")
     for regime, cfgs in regimes.items():
         per_query(rep, cfgs[0])                # the dedup arrays, built on first need
-        res[f"cached_1core_{regime}"] = _rate(lambda: _each(rep, cfgs, per_query), len(cfgs),
+        res[f"cached_1core_{regime}"] = _rate(lambda: _each(rep, cfgs, call), len(cfgs),
                                               opt["repeats"])
         print(f"cached, 1 core, {regime}: "
               f"{res[f'cached_1core_{regime}']['configs_per_s']:.1f} configs/s")
-    res["cached_1core_default"] = _rate(lambda: _each(rep, [base] * 20, per_query), 20,
+    res["cached_1core_default"] = _rate(lambda: _each(rep, [base] * 20, call), 20,
                                         opt["repeats"])
     ref = regimes["space"][:opt["reference_configs"]]
     res["reference_1core"] = _rate(lambda: _each(rep, ref, per_query_reference), len(ref),
@@ -293,6 +316,7 @@ def print_report(report: dict[str, Any]) -> None:
         print(table(report).to_string())
     print(f"prepare once per replay: {r['prepare_s']:.2f} s; cache load {r['cache_load_s']:.2f} s "
           f"(hit: {r['cache_hit']})")
+    print(f"timed per configuration: {r.get('call', 'per_query')}")
     if "selection" in r:
         k = r.get("kernels", {})
         print(f"selection path: {r['selection']}; numba kernels compiled or loaded from the disk "
@@ -329,6 +353,9 @@ def parse(argv: Sequence[str] | None) -> dict[str, Any]:
     p.add_argument("--seed", type=int, default=0, help="sampler seed (0)")
     p.add_argument("--json", type=Path, default=ROOT / "results" / "sweep_throughput.json")
     p.add_argument("--quick", action="store_true", help="100 configurations, 1 repeat")
+    p.add_argument("--call", choices=("trial", "per_query"), default="trial",
+                   help="what is timed per configuration: a sweep trial's objective value "
+                        "(trial) or per_query's DataFrame (per_query)")
     p.add_argument("--selection", choices=("auto", "numba", "numpy"), default="auto",
                    help="selection path: the numba kernels where numba imports (auto), or "
                         "forced (same results)")
@@ -348,7 +375,7 @@ def parse(argv: Sequence[str] | None) -> dict[str, Any]:
             "reference_configs": a.reference_configs, "repeats": a.repeats,
             "workers": a.workers, "replay_conversations": a.replay_conversations,
             "replay_repeats": a.replay_repeats, "seed": a.seed, "json": str(a.json),
-            "selection": a.selection}
+            "selection": a.selection, "call": a.call}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

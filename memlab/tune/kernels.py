@@ -5,8 +5,15 @@ pass per question, the same picks as :mod:`memlab.tune.rescore`'s numpy path and
 :func:`select_runs`, per question (its kept rows contiguous in the input; any order within):
 
 1. **Order**: selection's order (score desc, importance desc, table position asc: the stable
-   lexsort's tie-break), produced lazily by a binary heap (heapify in O(n), one pop per row the
-   walk looks at) instead of a full sort: the walk usually stops after ``k`` picks.
+   lexsort's tie-break), only as far as the walk needs it: first the rows scoring at least the
+   question's ``PREFIX * k``-th best score (an in-place quickselect finds it), sorted (argsort
+   by score, then an insertion pass over runs of equal scores); the others, where the walk needs
+   more, those that still fit the budget left or are permanent, sorted then. What the walk reads
+   of each candidate (importance, permanence, text length, largest Jaccard) is gathered once
+   into arrays beside its score, so the sort and the walk read the CPU caches, not the table.
+   Where nothing can bind (the best ``k`` rows, no tie past them, fit the budget together, hold
+   at most the cap of permanent rows and have no Jaccard at the dedup threshold with any memory
+   of their conversation) they are the picks, sorted by insertion.
 2. **Permanent cap**: a permanent row past the ``recall.permanent_limit``-th in that order is no
    candidate (it still counts).
 3. **Walk**: skip a row whose text does not fit the budget left, skip one whose Jaccard with a
@@ -24,8 +31,15 @@ relevance floor (``recall.floor_mode``), reverie's relevance and forgetting gate
 every eligible row (and of every relevant row of a 'first' question) as
 :func:`memlab.recall.score.reverie_scored` computes it, term by term in the same order from 0
 (IEEE float64, no fast-math: the same values; the memory-level terms come from
-:func:`~memlab.recall.score.reverie_memory` once per memory state, the 'first' boost by event
-time rank, stable), then the walk above over the eligible rows. A score that is not finite
+:func:`~memlab.recall.score.reverie_memory` once per memory state and their products with the
+weights are formed once per state, side by side in one table row per state; the 'first' boost
+by event time rank, stable), then the walk above over the eligible rows. It reads the table's
+columns in their stored dtypes (float32, int8, int16, int32: :attr:`Prepared.kernel_columns
+<memlab.tune.prepared.Prepared.kernel_columns>`; the same values once converted to float64).
+A relevance floor asked for again (a sweep over weights keeps the preset's) comes with its rows
+compacted (:meth:`Prepared.relevant_rows <memlab.tune.prepared.Prepared.relevant_rows>`: the
+same columns, only those rows, ``rows`` their table positions): the kernel then reads them in
+one sequential pass, with no floor pass over the other rows. A score that is not finite
 returns 1: the numpy path then raises as the scorer does.
 
 numba is optional (the ``fast`` extra): without it :data:`AVAILABLE` is False, the numpy path
@@ -62,8 +76,6 @@ stats: dict = {"compile_s": 0.0, "cached": False, "warmed": [], "numpy_fallbacks
 #: Rows per question (times ``k``) walked first: those scoring at least that best score (speed
 #: only; the same picks either way).
 PREFIX = 2
-#: Rows skipped for the budget after which the walk drops the rows that no longer fit. Speed only.
-REBUILD = 16
 _state = {"loaded": False, "logged": False, "logged_cache": False}
 
 
@@ -84,8 +96,8 @@ def _jit(numba, fn):
 
 def _load() -> bool:
     """Import numba and wrap the kernels (once); False where numba does not import."""
-    global AVAILABLE, WHY, _better, _sift_down, _jaccard, _walk, _select_runs, _minimum
-    global _reverie_select, _heapify, _drain
+    global AVAILABLE, WHY, _better, _jaccard, _walk, _select_runs, _minimum
+    global _reverie_select, _kth, _clear, _sort_run, _drain_sorted
     if _state["loaded"]:
         return AVAILABLE
     _state["loaded"] = True
@@ -97,8 +109,9 @@ def _load() -> bool:
         return False
     inline = numba.njit(inline="always")
     _better, _jaccard, _minimum = inline(_better), inline(_jaccard), inline(_minimum)
-    _sift_down, _walk = _jit(numba, _sift_down), _jit(numba, _walk)
-    _heapify, _drain = _jit(numba, _heapify), _jit(numba, _drain)
+    _walk, _kth = _jit(numba, _walk), _jit(numba, _kth)
+    _clear = _jit(numba, _clear)
+    _sort_run, _drain_sorted = _jit(numba, _sort_run), _jit(numba, _drain_sorted)
     _select_runs, _reverie_select = _jit(numba, _select_runs), _jit(numba, _reverie_select)
     return True
 
@@ -114,31 +127,16 @@ def note_fallback() -> None:
         _state["logged"] = True
 
 
-def _better(a, b, pos, sc, importance):
-    """Whether kept row ``a`` comes before ``b`` in selection's order (indices into pos/sc)."""
+def _better(a, b, pos, sc, imp):
+    """Whether candidate ``a`` comes before ``b`` in selection's order (indices into pos, sc and
+    the candidates' importances ``imp``)."""
     sa, sb = sc[a], sc[b]
     if sa != sb:
         return sa > sb
-    ia, ib = importance[pos[a]], importance[pos[b]]
+    ia, ib = imp[a], imp[b]
     if ia != ib:
         return ia > ib
     return pos[a] < pos[b]
-
-
-def _sift_down(heap, size, at, pos, sc, importance):
-    item = heap[at]
-    while True:
-        child = 2 * at + 1
-        if child >= size:
-            break
-        right = child + 1
-        if right < size and _better(heap[right], heap[child], pos, sc, importance):
-            child = right
-        if not _better(heap[child], item, pos, sc, importance):
-            break
-        heap[at] = heap[child]
-        at = child
-    heap[at] = item
 
 
 def _jaccard(a, b, use_jac, jac, inter, inter_row, mem_local, n_terms):
@@ -155,49 +153,123 @@ def _jaccard(a, b, use_jac, jac, inter, inter_row, mem_local, n_terms):
     return 0.0
 
 
-def _heapify(h, size, pos, sc, importance):
-    for j in range(size // 2 - 1, -1, -1):
-        _sift_down(h, size, j, pos, sc, importance)
+def _kth(buf, n, k):
+    """The ``k``-th smallest of ``buf[:n]`` (0-based; ``buf`` reordered): quickselect with a
+    median-of-three pivot (what np.partition gives, without its copy)."""
+    lo = 0
+    hi = n - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        a, b, c = buf[lo], buf[mid], buf[hi]
+        if a < b:
+            pivot = b if b < c else (c if a < c else a)
+        else:
+            pivot = a if a < c else (c if b < c else b)
+        i = lo
+        j = hi
+        while i <= j:
+            while buf[i] < pivot:
+                i += 1
+            while buf[j] > pivot:
+                j -= 1
+            if i <= j:
+                t = buf[i]
+                buf[i] = buf[j]
+                buf[j] = t
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return buf[k]
+    return buf[k]
 
 
-def _drain(h, size, pos, sc, q, chosen, count, used, seen_permanent, importance, permanent,
-           text_len, use_jac, jac, inter, inter_row, mem_local, n_terms, max_jac, limit, budget,
-           dedup, cap, shortest, out):
-    """Walk the rows of the heap ``h[:size]`` (indices into pos/sc) in selection's order from the
-    state (count, used, seen_permanent); returns that state. After :data:`REBUILD` rows skipped
-    for the budget, the heap keeps only the rows that fit the budget left (it only shrinks: the
-    others would be skipped too) or that are permanent (they count toward the cap)."""
-    _heapify(h, size, pos, sc, importance)
-    skipped = 0
-    while size > 0 and count < limit and budget - used >= shortest:
-        if skipped >= REBUILD:
-            left = budget - used
-            m = 0
-            for j in range(size):
-                p = pos[h[j]]
-                if text_len[p] <= left or permanent[p]:
-                    h[m] = h[j]
-                    m += 1
-            size = m
-            skipped = 0
-            _heapify(h, size, pos, sc, importance)
-            continue
-        i = h[0]
-        size -= 1
-        if size > 0:
-            h[0] = h[size]
-            _sift_down(h, size, 0, pos, sc, importance)
-        p = pos[i]
-        if permanent[p]:
+def _clear(pos, sc, h, n1, q, scratch, imp, perm, tlen, mj, limit, budget, dedup, cap, out):
+    """The walk where nothing can bind. ``h[:n1]`` holds a prefix of the question's rows in
+    selection's order (any order within it); when its best ``limit`` rows (no tie with a row
+    past them) fit the budget together, hold at most ``cap`` permanent rows and none of them has
+    a Jaccard of ``dedup`` or more with any memory of its conversation, the picks are those rows
+    in selection's order (sorted by insertion): written, True. Else False, nothing written
+    (``h[:n1]`` may be reordered)."""
+    top = limit if limit < n1 else n1
+    if n1 > limit:
+        for t in range(n1):
+            scratch[t] = sc[h[t]]
+        cut = _kth(scratch, n1, n1 - limit)
+        n = 0
+        for t in range(n1):                   # the best rows to the front
+            i = h[t]
+            if sc[i] >= cut:
+                if n == top:                  # a tie across the cut: the general walk
+                    return False
+                h[t] = h[n]
+                h[n] = i
+                n += 1
+    chars = 0
+    permanent = 0
+    for t in range(top):
+        i = h[t]
+        chars += tlen[i]
+        permanent += perm[i]
+        if mj[i] >= dedup:
+            return False
+    if chars > budget or permanent > cap:
+        return False
+    for t in range(1, top):                   # insertion sort in selection's order
+        i = h[t]
+        u = t - 1
+        while u >= 0 and _better(i, h[u], pos, sc, imp):
+            h[u + 1] = h[u]
+            u -= 1
+        h[u + 1] = i
+    for t in range(top):
+        out[q, t] = pos[h[t]]
+    return True
+
+
+def _sort_run(h, size, pos, sc, imp, keys):
+    """``h[:size]`` sorted in selection's order: by score (argsort), then an insertion pass
+    that orders runs of equal scores by importance and table position."""
+    for t in range(size):
+        keys[t] = -sc[h[t]]
+    o = np.argsort(keys[:size])
+    tmp = h[:size][o]
+    for t in range(size):
+        h[t] = tmp[t]
+    for t in range(1, size):
+        i = h[t]
+        u = t - 1
+        while u >= 0 and _better(i, h[u], pos, sc, imp):
+            h[u + 1] = h[u]
+            u -= 1
+        h[u + 1] = i
+
+
+def _drain_sorted(h, size, pos, q, chosen, count, used, seen_permanent, perm, tlen, mj,
+                  use_jac, jac, inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap,
+                  shortest, out):
+    """The walk (module docstring, steps 2-3) over the candidates ``h[:size]`` (indices into
+    pos and the candidates' permanence ``perm``, text length ``tlen`` and largest Jaccard in
+    their conversation ``mj``), already in selection's order, from the state (count, used,
+    seen_permanent); returns that state. (A budget that binds makes the walk look at most rows:
+    one sort costs less than a heap pop per row.)"""
+    for t in range(size):
+        if count >= limit or budget - used < shortest:
+            break
+        i = h[t]
+        if perm[i]:
             seen_permanent += 1
             if seen_permanent > cap:
                 continue
-        length = text_len[p]
+        length = tlen[i]
         if length > budget - used:
-            skipped += 1
             continue
+        p = pos[i]
         duplicate = False
-        if max_jac[p] >= dedup:             # else no memory of the conversation is that close
+        if mj[i] >= dedup:
             for c in range(count):
                 if _jaccard(chosen[c], p, use_jac, jac, inter, inter_row, mem_local,
                             n_terms) >= dedup:
@@ -212,13 +284,15 @@ def _drain(h, size, pos, sc, q, chosen, count, used, seen_permanent, importance,
     return count, used, seen_permanent
 
 
-def _walk(pos, sc, s, e, q, heap, chosen, importance, permanent, text_len, use_jac, jac, inter,
-          inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, resume, out):
-    """One question's selection from its kept rows ``pos[s:e]`` (scores ``sc[s:e]``) into
-    ``out[q]`` (module docstring, steps 1-3): first over its rows scoring at least its
-    (:data:`PREFIX` ``limit``)-th best score (a prefix of selection's order, ties at the cut all
-    in; a partial selection finds it), then, where the walk needs more, over the others that fit
-    the budget left or are permanent."""
+def _walk(pos, sc, s, e, q, work, scratch, chosen, imp, perm, tlen, mj, text_len, use_jac, jac,
+          inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap, resume, out):
+    """One question's selection from its kept rows ``pos[s:e]`` (scores ``sc[s:e]``; their
+    importance, permanence, text length and largest Jaccard at the same indices of ``imp``,
+    ``perm``, ``tlen``, ``mj``) into ``out[q]`` (module docstring, steps 1-3): first over its rows
+    scoring at least its (:data:`PREFIX` ``limit``)-th best score (a prefix of selection's order,
+    ties at the cut all in; a quickselect finds it), then, where the walk needs more, over the
+    others that fit the budget left or are permanent. ``resume``: the picks in ``out[q]`` stay
+    and the walk goes on after them (their text lengths read from ``text_len`` by position)."""
     count = 0
     used = 0
     if resume:
@@ -229,16 +303,18 @@ def _walk(pos, sc, s, e, q, heap, chosen, importance, permanent, text_len, use_j
     size = e - s
     if size == 0 or count >= limit:
         return
-    shortest = text_len[pos[s]]
+    shortest = tlen[s]
     for j in range(s, e):
-        if text_len[pos[j]] < shortest:
-            shortest = text_len[pos[j]]
+        if tlen[j] < shortest:
+            shortest = tlen[j]
     if budget - used < shortest:
         return
-    h = heap[s:e]
+    h = work[s:e]
     want = PREFIX * limit
     if size > 2 * want:
-        cut = np.partition(sc[s:e], size - want)[size - want]
+        for j in range(size):
+            scratch[j] = sc[s + j]
+        cut = _kth(scratch, size, size - want)
         n1 = 0
         n2 = size
         for j in range(s, e):               # the prefix from the front, the rest from the back
@@ -253,20 +329,25 @@ def _walk(pos, sc, s, e, q, heap, chosen, importance, permanent, text_len, use_j
         n2 = size
         for j in range(size):
             h[j] = s + j
-    count, used, seen = _drain(h, n1, pos, sc, q, chosen, count, used, 0, importance,
-                               permanent, text_len, use_jac, jac, inter, inter_row, mem_local,
-                               n_terms, max_jac, limit, budget, dedup, cap, shortest, out)
+    if count == 0 and _clear(pos, sc, h, n1, q, scratch, imp, perm, tlen, mj, limit, budget,
+                             dedup, cap, out):
+        return
+    _sort_run(h, n1, pos, sc, imp, scratch)
+    count, used, seen = _drain_sorted(h, n1, pos, q, chosen, count, used, 0, perm, tlen, mj,
+                                      use_jac, jac, inter, inter_row, mem_local, n_terms, limit,
+                                      budget, dedup, cap, shortest, out)
     if n2 < size and count < limit and budget - used >= shortest:
         left = budget - used
         m = 0
         for j in range(n2, size):
-            p = pos[h[j]]
-            if text_len[p] <= left or permanent[p]:
-                h[m] = h[j]
+            i = h[j]
+            if tlen[i] <= left or perm[i]:
+                h[m] = i
                 m += 1
-        _drain(h, m, pos, sc, q, chosen, count, used, seen, importance, permanent, text_len,
-               use_jac, jac, inter, inter_row, mem_local, n_terms, max_jac, limit, budget, dedup,
-               cap, shortest, out)
+        _sort_run(h, m, pos, sc, imp, scratch)
+        _drain_sorted(h, m, pos, q, chosen, count, used, seen, perm, tlen, mj, use_jac, jac,
+                      inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap, shortest,
+                      out)
 
 
 def _select_runs(pos, sc, qid, importance, permanent, text_len, use_jac, jac, inter, inter_row,
@@ -276,8 +357,19 @@ def _select_runs(pos, sc, qid, importance, permanent, text_len, use_jac, jac, in
     for i in range(n):
         if np.isnan(sc[i]):
             return 1
-    heap = np.empty(n, dtype=np.int64)
+    work = np.empty(n, dtype=np.int64)
+    scratch = np.empty(n, dtype=np.float64)
     chosen = np.empty(limit, dtype=np.int64)
+    imp = np.empty(n, dtype=importance.dtype)      # the candidates' own values, gathered once
+    perm = np.empty(n, dtype=np.bool_)
+    tlen = np.empty(n, dtype=np.int64)
+    mj = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        p = pos[i]
+        imp[i] = importance[p]
+        perm[i] = permanent[p]
+        tlen[i] = text_len[p]
+        mj[i] = max_jac[p]
     s = 0
     while s < n:
         q = qid[pos[s]]
@@ -287,13 +379,18 @@ def _select_runs(pos, sc, qid, importance, permanent, text_len, use_jac, jac, in
         if inter_base[pos[s]] < 0:          # no intersection matrix: the numpy path
             unresolved[q] = True
         else:
-            _walk(pos, sc, s, e, q, heap, chosen, importance, permanent, text_len, use_jac, jac,
-                  inter, inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, resume,
-                  out)
+            _walk(pos, sc, s, e, q, work, scratch, chosen, imp, perm, tlen, mj, text_len,
+                  use_jac, jac, inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap,
+                  resume, out)
         s = e
     return 0
 
+
 # -- reverie: floor, gate, score and selection fused per question ---------------------------------
+#: Values per memory state in the fused kernel's table (see _reverie_select).
+_MS = 11
+
+
 def _minimum(a, b):
     """np.minimum of two floats (NaN propagates)."""
     if np.isnan(a) or np.isnan(b):
@@ -301,11 +398,10 @@ def _minimum(a, b):
     return a if a <= b else b
 
 
-def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, intent, state,
-                    event_time, m_imp, m_age,
-                    m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp, ip, importance,
-                    permanent, text_len, use_jac, jac, inter, inter_row, mem_local, n_terms,
-                    max_jac, limit, budget, dedup, cap, out):
+def _reverie_select(starts, rows, by_cos, by_z, by_lex, cos, z, lexical, entity, intent, state,
+                    event_time, m_imp, m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo,
+                    m_ret, fp, ip, importance, permanent, text_len, use_jac, jac, inter,
+                    inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, out):
     (relevance_floor, relevance_z, lexical_floor, base, elig_thr, elig_rel, w_rel, w_lex, w_imp,
      w_freq, w_temp, w_emo, resident_cap, cue_factor, cue_cap, ent_each, ent_cap, window,
      intent_boost, first_boost) = (fp[0], fp[1], fp[2], fp[3], fp[4], fp[5], fp[6], fp[7],
@@ -313,6 +409,28 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
                                    fp[15], fp[16], fp[17], fp[18], fp[19])
     floor_mode, recency_mode, governance, entity_on, temporal_on = ip[0], ip[1], ip[2], ip[3], \
         ip[4]
+    # per memory state, once: the gate and the state's factors of each term (the products the
+    # per-row formula takes, the same IEEE operations on the same operands), side by side
+    n_s = m_ret.size
+    ms = np.empty((n_s, _MS), dtype=np.float64)
+    t_zero = w_temp * 0.0
+    for st in range(n_s):
+        ret = m_ret[st]
+        ms[st, 0] = 1.0 if (m_perm[st] or ret >= elig_thr) else 0.0
+        if governance != 0:
+            ms[st, 1] = 1.0
+            ms[st, 2] = ret * resident_cap
+        else:
+            ms[st, 1] = _minimum(1.0, ret * m_reinf[st])
+            ms[st, 2] = 0.0
+        ms[st, 3] = w_imp * m_imp[st]
+        ms[st, 4] = w_freq * m_freq[st]
+        ms[st, 5] = m_cog[st]
+        ms[st, 6] = w_temp * m_rec[st]
+        ms[st, 7] = w_temp * (1.0 - m_rec[st])
+        ms[st, 8] = w_emo * m_emo[st]
+        ms[st, 9] = 1.0 - ret
+        ms[st, 10] = intent_boost * (1.0 if m_age[st] < window else -1.0)
     n_q = starts.size - 1
     widest = 0
     for q in range(n_q):
@@ -320,8 +438,13 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
     kpos = np.empty(widest, dtype=np.int64)        # a question's scored rows
     ksc = np.empty(widest, dtype=np.float64)
     kel = np.empty(widest, dtype=np.bool_)
+    kimp = np.empty(widest, dtype=importance.dtype)   # their values selection reads
+    kperm = np.empty(widest, dtype=np.bool_)
+    klen = np.empty(widest, dtype=np.int64)
+    kmj = np.empty(widest, dtype=np.float64)
     flag = np.zeros(widest, dtype=np.bool_)        # a question's rows that pass the floor
-    heap = np.empty(widest, dtype=np.int64)
+    work = np.empty(widest, dtype=np.int64)
+    scratch = np.empty(widest, dtype=np.float64)
     chosen = np.empty(limit, dtype=np.int64)
     inv = 1.0 - base
     boost = temporal_on != 0 and first_boost != 0.0
@@ -342,11 +465,12 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
                 if not lexical[r] >= lexical_floor:
                     break
                 flag[r - s] = True
-        for r in range(s, e):
+        for r in range(s, e):       # r: the row's index in the columns; rows[r] its position
             if floor_mode != 0 and not flag[r - s]:
                 continue
-            c = cos[r]
-            first_r = (intent[r] & INTENT_FIRST) != 0
+            c = np.float64(cos[r])
+            it = intent[r]
+            first_r = (it & INTENT_FIRST) != 0
             st = state[r]
             x = 0.0 if np.isnan(c) else c
             relevance = (x - base) / inv
@@ -354,46 +478,35 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
                 relevance = 0.0
             elif relevance > 1.0:
                 relevance = 1.0
-            ret = m_ret[st]
-            eligible = m_perm[st] or ret >= elig_thr or relevance >= elig_rel
+            eligible = ms[st, 0] != 0.0 or relevance >= elig_rel
             if not (eligible or first_r):       # as rescore._reverie: scored rows
                 continue
             if first_r:
                 n_first += 1
-            it = intent[r]
-            rec = m_rec[st]
-            if recency_mode != 0:
-                temporal = rec
-            elif (it & INTENT_RECENT) != 0:
-                temporal = rec
+            if recency_mode != 0 or (it & INTENT_RECENT) != 0:
+                temporal = ms[st, 6]
             elif (it & INTENT_HISTORICAL) != 0:
-                temporal = 1.0 - rec
+                temporal = ms[st, 7]
             else:
-                temporal = 0.0
-            if governance != 0:
-                rel_eff = relevance
-                resident = ret * resident_cap
-            else:
-                rel_eff = relevance * _minimum(1.0, ret * m_reinf[st])
-                resident = 0.0
-            cue = _minimum(relevance * (1.0 - ret) * cue_factor, cue_cap)
-            ent = _minimum(ent_each * entity[r], ent_cap) if entity_on != 0 else 0.0
+                temporal = t_zero
+            rel_eff = relevance if governance != 0 else relevance * ms[st, 1]
+            cue = _minimum(relevance * ms[st, 9] * cue_factor, cue_cap)
+            ent = _minimum(ent_each * np.float64(entity[r]), ent_cap) if entity_on != 0 else 0.0
             if temporal_on != 0:
-                new = 1.0 if m_age[st] < window else -1.0
                 direction = (1.0 if (it & INTENT_RECENT) != 0 else 0.0) \
                     - (1.0 if (it & INTENT_HISTORICAL) != 0 else 0.0)
-                intent_t = intent_boost * new * direction
+                intent_t = ms[st, 10] * direction
             else:
                 intent_t = 0.0
             total = 0.0                              # score._sum's order
             total = total + w_rel * rel_eff
-            total = total + w_lex * lexical[r]
-            total = total + w_imp * m_imp[st]
-            total = total + w_freq * m_freq[st]
-            total = total + m_cog[st]
-            total = total + w_temp * temporal
-            total = total + w_emo * m_emo[st]
-            total = total + resident
+            total = total + w_lex * np.float64(lexical[r])
+            total = total + ms[st, 3]
+            total = total + ms[st, 4]
+            total = total + ms[st, 5]
+            total = total + temporal
+            total = total + ms[st, 8]
+            total = total + ms[st, 2]
             total = total + cue
             total = total + ent
             total = total + intent_t
@@ -408,7 +521,7 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
             for j in range(n):
                 if (intent[kpos[j]] & INTENT_FIRST) != 0:
                     at[i] = j
-                    times[i] = event_time[kpos[j]]
+                    times[i] = event_time[rows[kpos[j]]]
                     i += 1
             order = np.argsort(times, kind="mergesort")
             for rank in range(n_first):
@@ -419,12 +532,17 @@ def _reverie_select(starts, by_cos, by_z, by_lex, cos, z, lexical, entity, inten
             if not np.isfinite(ksc[i]):
                 return 1
             if kel[i]:
-                kpos[m] = kpos[i]
+                r = kpos[i]
+                kpos[m] = rows[r]
                 ksc[m] = ksc[i]
+                kimp[m] = importance[r]
+                kperm[m] = permanent[r]
+                klen[m] = text_len[r]
+                kmj[m] = max_jac[r]
                 m += 1
-        _walk(kpos, ksc, 0, m, q, heap, chosen, importance, permanent, text_len, use_jac, jac,
-              inter, inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, False,
-              out)
+        _walk(kpos, ksc, 0, m, q, work, scratch, chosen, kimp, kperm, klen, kmj, text_len,
+              use_jac, jac, inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap,
+              False, out)
     return 0
 
 
@@ -483,16 +601,22 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
     fp = np.array([float(_get(cfg, k)) for k in _FLOATS], dtype=np.float64)
     ip = np.array([floor_mode, cfg.fusion.temporal_mode == "recency", cfg.governance.enabled,
                    cfg.entity.enabled, cfg.temporal.enabled], dtype=np.int64)
-    t = prep.table
-    state, _ = prep.memory_states
     use_jac = prep.jac is not None
     by_cos, by_z, by_lex = prep.floor_orders
+    k = prep.kernel_columns
+    floor = (floor_mode, rc.relevance_floor if floor_mode == 1 else rc.relevance_z,
+             rc.lexical_floor)
+    rel = prep.relevant_rows(floor) if floor_mode else None
+    if rel is not None:              # the floor's rows, compacted: no floor pass
+        k = rel
+        ip[0] = 0
     return _reverie_select(
-        prep.q_starts, by_cos, by_z, by_lex, prep.cosine, prep.z, prep.lexical, t["entity_matches"], t["intent"], state,
-        t["event_time"], *(memory[k] for k in MEMORY_KEYS), fp, ip, prep.importance,
-        prep.permanent, prep.text_len, use_jac, prep.jac if use_jac else _EMPTY_F,
+        k["starts"], k["rows"], by_cos, by_z, by_lex, k["cosine"], prep.z, k["lexical"],
+        k["entity_matches"], k["intent"], k["state"], k["event_time"],
+        *(memory[key] for key in MEMORY_KEYS), fp, ip, k["importance"], k["permanent"],
+        k["text_len"], use_jac, prep.jac if use_jac else _EMPTY_F,
         _EMPTY_U8 if use_jac else prep.inter, prep.inter_row, prep.mem_local, prep.n_terms,
-        prep.max_jaccard, int(limit), int(cfg.selection.char_budget),
+        k["max_jaccard"], int(limit), int(cfg.selection.char_budget),
         float(cfg.selection.dedup_jaccard), int(rc.permanent_limit), out)
 
 
@@ -516,12 +640,17 @@ def warm(inter_dtype: np.dtype | type = np.uint8) -> float:
     b = np.zeros(2, dtype=bool)
     out = np.full((1, 1), -1, dtype=np.int64)
     inter = np.zeros(1, dtype=inter_dtype)
+    f32, i8, i16, i32 = (np.zeros(2, dtype=d) for d in (np.float32, np.int8, np.int16,
+                                                        np.int32))
     for use_jac in (True, False):
         _select_runs(i64, f64, i64, f64, b, i64, use_jac, f64, inter, i64, i64, i64, f64, i64, 1,
                      1, 0.5, 1, False, out, b)
-        _reverie_select(np.array([0, 2]), i64, i64, i64, f64, f64, f64, f64, i64, i64, f64, f64, f64, b, f64,
-                        f64, f64, f64, f64, f64, np.zeros(len(_FLOATS)), np.zeros(5, np.int64),
-                        f64, b, i64, use_jac, f64, inter, i64, i64, i64, f64, 1, 1, 0.5, 1, out)
+        # the fused kernel on the columns' stored dtypes (Prepared.kernel_columns)
+        _reverie_select(np.array([0, 2]), np.arange(2), i64, i64, i64, f32, f64, f32, i16, i8,
+                        i32, f64, f64,
+                        f64, b, f64, f64, f64, f64, f64, f64, np.zeros(len(_FLOATS)),
+                        np.zeros(5, np.int64), f32, b, i32, use_jac, f64, inter, i64, i64, i64,
+                        f64, 1, 1, 0.5, 1, out)
     took = time.perf_counter() - t0
     stats["warmed"].append(key)
     stats["compile_s"] += took

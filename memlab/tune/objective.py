@@ -24,7 +24,7 @@ from memlab.bench.replay import Replayed
 from memlab.bench.run import features_key, replay_cached
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
-from memlab.tune.evaluate import LEVELS, item_sessions, per_query
+from memlab.tune.evaluate import LEVELS, QueryScores, item_sessions, per_query_scores
 
 __all__ = ["Objective", "Evaluator", "NOT_OBJECTIVES"]
 
@@ -106,7 +106,12 @@ class Evaluator:
 
     def frame(self, cfg: MemlabConfig) -> pd.DataFrame:
         """``per_query`` of ``cfg`` (answerable questions)."""
-        return per_query(self.replay(cfg), cfg, level=self.level, sessions=self.sessions)
+        return self.scores(cfg).frame()
+
+    def scores(self, cfg: MemlabConfig, columns: Sequence[str] | None = None) -> QueryScores:
+        """``per_query_scores`` of ``cfg``: the per-query arrays of ``columns`` (None: all)."""
+        return per_query_scores(self.replay(cfg), cfg, level=self.level, sessions=self.sessions,
+                                columns=columns)
 
     def reduce(self, frame: pd.DataFrame, questions: Iterable[str] | None = None,
                columns: Sequence[str] | None = None) -> dict[str, float]:
@@ -123,4 +128,8 @@ class Evaluator:
 
     def values(self, cfg: MemlabConfig, questions: Iterable[str] | None = None
                ) -> dict[str, float]:
-        return self.reduce(self.frame(cfg), questions)
+        """The objective's values of ``cfg`` over ``questions`` (all when None): what
+        :meth:`reduce` gives on :meth:`frame`, from the per-query arrays of the objective's
+        columns alone (no DataFrame: a sweep trial's cost)."""
+        cols = self.objective.columns
+        return self.scores(cfg, cols).reduce(cols, questions, macro=self.macro)

@@ -20,6 +20,7 @@ raises or computes exactly as ``memlab bench``.
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import Any
@@ -46,6 +47,9 @@ MAX_DEDUP_MEMORIES = 6000
 #: At most this many memory pairs (all conversations together) get their Jaccard stored as a
 #: float64 (8 bytes each); else jaccard() computes them from the intersection counts. Speed only.
 JACCARD_CELLS = 1 << 24
+
+#: Relevance floors whose rows :meth:`Prepared.relevant_rows` keeps compacted. Speed only.
+RELEVANT_MEMO = 2
 
 #: Rows per block when the whole table is scored (arrays that stay in the CPU caches). Speed only.
 BLOCK_ROWS = 48_000
@@ -299,6 +303,13 @@ class Prepared:
         return state.reshape(-1).astype(np.int64), first.astype(np.int64)
 
     @cached_property
+    def state_columns(self) -> dict[str, np.ndarray]:
+        """The raw columns of one row of each memory state (``memory_states``), gathered once:
+        what :func:`~memlab.recall.score.reverie_memory` reads per configuration."""
+        _, rows = self.memory_states
+        return {c: self.raw[c][rows] for c in COLUMNS}
+
+    @cached_property
     def blocks(self) -> list[slice]:
         """Row slices of whole questions, about :data:`BLOCK_ROWS` rows each (qid-sorted tables;
         else one slice of everything)."""
@@ -344,6 +355,63 @@ class Prepared:
         return got
 
     @cached_property
+    def kernel_columns(self) -> dict[str, np.ndarray]:
+        """The columns the fused kernel reads row by row, in their stored dtypes (float32, int8,
+        int16, int32: half the bytes or less of the converted ones, and the same values once
+        converted back), the memory state of each row as int32 (int64 past 2^31 states)."""
+        out = {}
+        for c in ("cosine", "lexical", "entity_matches", "intent", "importance", "text_len",
+                  "event_time"):
+            raw = self.raw[c]
+            out[c] = raw if raw.dtype == np.dtype(COLUMNS[c]) else self.table[c]
+        state = self.memory_states[0]
+        out["state"] = (np.ascontiguousarray(state, dtype=np.int32)
+                        if state.size == 0 or state.max() < np.iinfo(np.int32).max else state)
+        self.dedup_arrays()
+        out.update(permanent=self.permanent, max_jaccard=self.max_jaccard, starts=self.q_starts,
+                   rows=np.arange(self.n, dtype=np.int64))
+        return out
+
+    def relevant_rows(self, floor: tuple) -> dict[str, np.ndarray] | None:
+        """:attr:`kernel_columns` of the rows that pass a relevance floor, compacted (table
+        order; ``rows`` their positions, ``starts`` each question's offset), for the fused
+        kernel to read without a floor pass. ``floor``: (1: absolute cosine | 2: z-score, its
+        threshold, the lexical floor). Made when a floor comes back among the last
+        2 x :data:`RELEVANT_MEMO` floors asked for (a sweep that keeps the floor, e.g. over
+        weights, asks for one floor again and again; one drawn per configuration must not pay
+        the copy), the last :data:`RELEVANT_MEMO` kept; None otherwise (the kernel applies the
+        floor itself)."""
+        memo = self.__dict__.setdefault("_relevant_rows", OrderedDict())
+        got = memo.get(floor)
+        if got is not None:
+            memo.move_to_end(floor)
+            return got
+        seen = self.__dict__.setdefault("_floors_seen", OrderedDict())
+        again = floor in seen
+        seen[floor] = True
+        seen.move_to_end(floor)
+        while len(seen) > 2 * RELEVANT_MEMO:
+            seen.popitem(last=False)
+        if not again or not self.qid_sorted:
+            return None
+        mode, side, lexical_floor = floor
+        with np.errstate(invalid="ignore"):          # NaN passes no floor
+            mask = ((self.cosine >= side) if mode == 1 else (self.z >= side)) \
+                | (self.lexical >= lexical_floor)
+        rows = np.flatnonzero(mask)
+        k = self.kernel_columns
+        out = {c: np.ascontiguousarray(k[c][rows])
+               for c in ("cosine", "lexical", "entity_matches", "intent", "state", "importance",
+                         "text_len", "permanent", "max_jaccard")}
+        out.update(event_time=k["event_time"], rows=rows.astype(np.int64),
+                   starts=np.searchsorted(self.qid[rows], np.arange(self.n_q + 1))
+                   .astype(np.int64))
+        memo[floor] = out
+        while len(memo) > RELEVANT_MEMO:
+            memo.popitem(last=False)
+        return out
+
+    @cached_property
     def permanent(self) -> np.ndarray:
         """Rows of the permanent layer (selection caps them)."""
         return np.ascontiguousarray(self.table["layer"] == LAYER_CODES["permanent"])
@@ -356,14 +424,17 @@ class Prepared:
     @cached_property
     def frame_parts(self) -> dict[str, Any]:
         """The answerable questions (rows, index ``query_id``) and their category and
-        conversation columns, as the reference path makes them."""
+        conversation columns, as the reference path makes them; the categories' codes (sorted,
+        as a groupby orders them) and a memo of question subsets' positions
+        (:meth:`memlab.tune.evaluate.QueryScores.positions`)."""
         q = self.questions
         keep = np.flatnonzero(self.answerable)
         index = pd.Index([self.keys[i] for i in keep.tolist()], name="query_id")
-        cats = pd.Series(q["category"].astype(str).to_numpy(), index=self.keys)
+        cats = pd.Series(q["category"].astype(str).to_numpy(), index=self.keys).reindex(index)
         convs = pd.Series(q["conversation_id"].astype(str).to_numpy(), index=self.keys)
-        return {"rows": keep, "index": index, "cats": cats.reindex(index),
-                "convs": convs.reindex(index)}
+        codes, uniq = pd.factorize(cats, sort=True)
+        return {"rows": keep, "index": index, "cats": cats, "convs": convs.reindex(index),
+                "cat_codes": codes.astype(np.int64), "n_cats": len(uniq), "positions": {}}
 
 
 def _intersections(sets: list[frozenset[str]]) -> np.ndarray:

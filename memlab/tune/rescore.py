@@ -210,8 +210,7 @@ def _fused(prep: Prepared, cfg: MemlabConfig, limit: int, out: np.ndarray) -> bo
     not finite: the other paths decide, or raise as the scorer does)."""
     if not prep.fused_ok:
         return False
-    _, state_rows = prep.memory_states
-    memory = reverie_memory(RowSubset(prep.raw, state_rows), cfg)
+    memory = reverie_memory(prep.state_columns, cfg)
     if kernels.reverie_select(prep, cfg, memory, limit, out) == 0:
         return True
     out[:] = -1

@@ -49,3 +49,19 @@ def test_level_is_checked(tiny_bench_folder, hashing_cfg, counting_embedder):
         per_query(rep, hashing_cfg, level="turn")
     with pytest.raises(InvalidInput, match="sessions"):
         per_query(rep, hashing_cfg, level="session")
+
+
+def test_per_query_scores_names_an_unknown_column(tiny_bench_folder, hashing_cfg,
+                                                  counting_embedder):
+    """Only per_query's numeric columns can be asked for; the frame of a subset holds it."""
+    from memlab.tune.evaluate import per_query_scores
+
+    ds = registry.load(str(tiny_bench_folder))
+    rep = replay_cached(ds, hashing_cfg, embedder=counting_embedder, progress=False)
+    with pytest.raises(InvalidInput) as err:
+        per_query_scores(rep, hashing_cfg, columns=["ndcg@7"])
+    assert err.value.field == "columns" and err.value.value == "ndcg@7"
+    got = per_query_scores(rep, hashing_cfg, columns=["ndcg@10", "prompt_chars"]).frame()
+    full = per_query(rep, hashing_cfg)
+    assert list(got.columns) == ["ndcg@10", "category", "conversation_id", "prompt_chars"]
+    pd.testing.assert_frame_equal(got, full[got.columns])

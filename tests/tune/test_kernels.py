@@ -204,3 +204,22 @@ def test_without_numba_the_numpy_path_serves_logged_once_and_counted(monkeypatch
             rescore._pick(None, None, np.zeros(0, dtype=np.int64), np.zeros(0), 1, None)
     assert len(calls) == 3 and kernels.stats["numpy_fallbacks"] == 3
     assert len([r for r in caplog.records if "numpy selection path" in r.getMessage()]) == 1
+
+
+@needs_numba
+def test_kth_is_what_partition_gives():
+    """The walk's cut (the (PREFIX k)-th best score of a question) comes from an in-place
+    quickselect: the value np.partition puts at that place, on lists with many ties, runs of one
+    value and sorted or reversed input."""
+    kernels._load()
+    rng = np.random.default_rng(3)
+    cases = [np.arange(50.0), np.arange(50.0)[::-1].copy(), np.full(33, 0.25)]
+    for _ in range(600):
+        n = int(rng.integers(1, 120))
+        cases.append(rng.integers(0, int(rng.integers(1, 9)), n).astype(np.float64)
+                     if rng.random() < 0.5 else rng.random(n))
+    for a in cases:
+        for k in sorted({0, a.size - 1, int(rng.integers(0, a.size))}):
+            buf = a.copy()
+            assert kernels._kth(buf, a.size, k) == np.partition(a, k)[k]
+            assert sorted(buf) == sorted(a)                  # reordered, nothing lost

@@ -29,7 +29,8 @@ from memlab.config import MemlabConfig
 from memlab.embed import HashingEmbedder
 from memlab.recall.score import score
 from memlab.tune import kernels, rescore
-from memlab.tune.evaluate import item_sessions, per_query, per_query_reference, rankings
+from memlab.tune.evaluate import (item_sessions, per_query, per_query_reference,
+                                   per_query_scores, rankings)
 from memlab.tune import prepared as prepared_module
 from memlab.tune.prepared import Prepared, RowSubset, prepared
 from memlab.tune.sample import CANDIDATE_KEYS, random_configs, reverie_keys
@@ -363,3 +364,89 @@ def test_row_wise_scorers_score_a_subset_as_the_whole(world):
         assert np.array_equal(part.score, whole.score[idx])
         assert np.array_equal(part.eligible, whole.eligible[idx])
         assert np.array_equal(part.relevant, whole.relevant[idx])
+
+
+def _reduce_frame(frame: pd.DataFrame, cols, questions=None, macro=False) -> dict[str, float]:
+    """Evaluator.reduce's pandas reduction (mean, or the mean of per-category means)."""
+    sub = frame if questions is None else frame.loc[frame.index.intersection(
+        pd.Index(list(questions)))]
+    if macro:
+        means = sub.groupby("category", observed=True)[list(cols)].mean()
+        return {c: float(means[c].mean()) for c in cols}
+    return {c: float(sub[c].mean()) for c in cols}
+
+
+@pytest.mark.parametrize("scorers,extra", [
+    (("reverie",), ()),
+    (("generative_agents", "cosine", "bm25", "rrf", "dialog_tree"), ("baselines.rrf_k",)),
+], ids=["reverie", "baselines"])
+def test_array_metrics_equal_evaluate(world, scorers, extra):
+    """The sweep's per-trial path (per_query_scores: metric arrays from the selected positions,
+    no DataFrame) gives metrics.evaluate's values on the rankings the sweep selects, to 1e-12,
+    item and session level, for the 50 random configurations; a subset of columns gives the same
+    values as all of them; its means (all questions, a subset, per-category macro) equal the
+    pandas reduction of per_query's frame (Evaluator.reduce) to 1e-12."""
+    from memlab.bench import metrics as M
+    from memlab.bench.run import qrels_of
+
+    sessions = item_sessions(world["ds"])
+    share = 0.25 if scorers == ("reverie",) else 0.0
+    hits = 0
+    for cfg in _configs(world["base"], scorers=scorers, extra=extra, candidate_share=share):
+        rep = _replay(world, cfg)
+        qrels = {k: v for k, v in qrels_of(rep).items() if v}
+        ranked = rankings(rep, cfg)
+        ranked = {k: ranked[k] for k in qrels}
+        for level in ("item", "session"):
+            r, g = ranked, qrels
+            if level == "session":
+                r, g = M.to_sessions(ranked, sessions), M.to_sessions(qrels, sessions)
+            want = M.evaluate(r, g, ks=cfg.bench.ks)
+            got = per_query_scores(rep, cfg, level=level, sessions=sessions)
+            assert list(got.index) == list(want.index)
+            assert set(got.values) == {*want.columns, "prompt_chars"}
+            for c in want.columns:
+                np.testing.assert_allclose(got.values[c], want[c].to_numpy(), rtol=0,
+                                           atol=1e-12, err_msg=f"{level} {c} {cfg.to_flat()}")
+            some = per_query_scores(rep, cfg, level=level, sessions=sessions,
+                                    columns=["ndcg@3", "mrr", "prompt_chars"])
+            assert set(some.values) == {"ndcg@3", "mrr", "prompt_chars"}
+            for c in some.values:
+                assert np.array_equal(some.values[c], got.values[c])
+            frame = per_query(rep, cfg, level=level, sessions=sessions)
+            cols = ["ndcg@3", "recall@5", "mrr", "prompt_chars"]
+            subset = list(frame.index[::2]) + ["not::a question"]
+            for questions in (None, subset):
+                for macro in (False, True):
+                    mine = got.reduce(cols, questions, macro=macro)
+                    theirs = _reduce_frame(frame, cols, questions, macro)
+                    for c in cols:
+                        assert mine[c] == pytest.approx(theirs[c], rel=1e-12, abs=1e-12), (
+                            c, questions is None, macro)
+            hits += int((want["recall@5"] > 0).sum())
+    assert hits > N_CONFIGS                     # the gold is found often: the values are not all 0
+
+
+@pytest.mark.skipif(not kernels.AVAILABLE, reason=kernels.WHY)
+def test_compacted_floor_rows_select_the_same(world, monkeypatch):
+    """A floor asked for again is served from its rows compacted (Prepared.relevant_rows: the
+    fused kernel reads them without a floor pass): the same selections as the kernel applying
+    the floor itself, for the 50 random configurations (and with a memo of one floor, evicted
+    as configurations alternate)."""
+    monkeypatch.setattr(rescore, "KERNELS", True)
+    served = 0
+    for memo in (2, 1):
+        monkeypatch.setattr(prepared_module, "RELEVANT_MEMO", memo)
+        for cfg in _configs(world["base"]):
+            prep = prepared(_replay(world, cfg))
+            prep.__dict__.pop("_relevant_rows", None)
+            prep.__dict__.pop("_floors_seen", None)
+            first = rescore.selections(prep, cfg)          # the kernel's own floor
+            again = rescore.selections(prep, cfg)          # the compacted rows
+            assert np.array_equal(first, again), cfg.to_flat()
+            served += bool(prep.__dict__.get("_relevant_rows"))
+            other = world["base"]                          # another floor in between
+            rescore.selections(prep, other)
+            rescore.selections(prep, other)
+            assert np.array_equal(rescore.selections(prep, cfg), first), cfg.to_flat()
+    assert served > N_CONFIGS                  # most draws have a floor (absolute 0 has none)
