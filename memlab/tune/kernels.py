@@ -47,6 +47,11 @@ serves (same results, slower), and that is logged once. Compiled functions are c
 (numba's ``cache=True``: ``__pycache__`` beside this file, or ``NUMBA_CACHE_DIR``) where a cache
 directory is writable, else compiled in each process (logged once). :func:`warm` compiles (or
 loads) them on a tiny input; :data:`stats` holds its seconds.
+
+One module on purpose (it is longer than memlab's usual ~500 lines): the fused kernel calls the
+walk, and numba's disk cache of a compiled caller does not notice a change to a callee defined in
+another file (numba's documented cache limitation), so splitting them would let a stale cached
+kernel outlive an edit of the walk.
 """
 
 from __future__ import annotations
