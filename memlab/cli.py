@@ -18,7 +18,7 @@ from memlab.cliutil import (agent_option, cache_dir_option, config_option, datas
 from memlab.config import MemlabConfig, describe, load_config, parse_assignments
 from memlab.errors import MemlabError
 
-app = typer.Typer(help="memlab: long-term memory for conversational agents, measured.",
+app = typer.Typer(help="memlab: long-term memory for conversational agents, measured.", rich_markup_mode="markdown",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 config_app = typer.Typer(help="Show or validate the configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")

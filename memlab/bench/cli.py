@@ -36,7 +36,7 @@ def bench(
         None, "--mode", help="How items are written (bench.write_mode): raw (add_many with the "
         "importance and layer policies, every item stored; the default) or writer (the write "
         "pipeline decides importance, gate and layer, as store_interaction does). "
-        "'raw,writer' runs every preset both ways ('<preset>+writer')."),
+        "'raw,writer' runs every preset both ways ('PRESET+writer')."),
     limit: Optional[int] = limit_option(),
     json_out: Optional[Path] = json_out_option(),
     out_dir: Path = typer.Option(Path("results"), "--out-dir", help="Per-query results and plots."),

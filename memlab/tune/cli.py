@@ -43,7 +43,7 @@ def sweep_cmd(
                                             "files are."),
     n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Worker processes on one study."),
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage: a journal file "
-                                          "(default <out-dir>/<study>.journal) or an RDB URL "
+                                          "(default OUT_DIR/STUDY.journal) or an RDB URL "
                                           "(postgresql://..., sqlite:///...)."),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default from space, "
                                         "dataset, preset and objective); rerun to continue it."),
