@@ -22,8 +22,8 @@ from types import ModuleType
 from typing import Any
 
 from memlab.errors import DeviceUnavailable
+from memlab.vram.sizes import MB
 
-MB = float(2 ** 20)
 PROBE = "nvml"
 #: what NVML writes into ``usedGpuMemory`` when the driver cannot tell (unsigned long long -1)
 NOT_AVAILABLE = 2 ** 64 - 1

@@ -16,8 +16,8 @@ from types import ModuleType
 from typing import Any
 
 from memlab.errors import DeviceUnavailable
+from memlab.vram.sizes import MB
 
-MB = float(2 ** 20)
 PROBE = "torch.cuda"
 
 
