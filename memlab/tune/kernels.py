@@ -102,7 +102,7 @@ def _jit(numba, fn):
 def _load() -> bool:
     """Import numba and wrap the kernels (once); False where numba does not import."""
     global AVAILABLE, WHY, _better, _jaccard, _walk, _select_runs, _minimum
-    global _reverie_select, _kth, _clear, _sort_run, _drain_sorted
+    global _reverie_select, _kth, _clear, _sort_run, _drain_sorted, _insertion_sort
     if _state["loaded"]:
         return AVAILABLE
     _state["loaded"] = True
@@ -114,6 +114,7 @@ def _load() -> bool:
         return False
     inline = numba.njit(inline="always")
     _better, _jaccard, _minimum = inline(_better), inline(_jaccard), inline(_minimum)
+    _insertion_sort = inline(_insertion_sort)
     _walk, _kth = _jit(numba, _walk), _jit(numba, _kth)
     _clear = _jit(numba, _clear)
     _sort_run, _drain_sorted = _jit(numba, _sort_run), _jit(numba, _drain_sorted)
@@ -223,16 +224,22 @@ def _clear(pos, sc, h, n1, q, scratch, imp, perm, tlen, mj, limit, budget, dedup
             return False
     if chars > budget or permanent > cap:
         return False
-    for t in range(1, top):                   # insertion sort in selection's order
+    _insertion_sort(h, top, pos, sc, imp)
+    for t in range(top):
+        out[q, t] = pos[h[t]]
+    return True
+
+
+def _insertion_sort(h, n, pos, sc, imp):
+    """``h[:n]`` put in selection's order by insertion (cheap on few rows or on runs already
+    ordered by score)."""
+    for t in range(1, n):
         i = h[t]
         u = t - 1
         while u >= 0 and _better(i, h[u], pos, sc, imp):
             h[u + 1] = h[u]
             u -= 1
         h[u + 1] = i
-    for t in range(top):
-        out[q, t] = pos[h[t]]
-    return True
 
 
 def _sort_run(h, size, pos, sc, imp, keys):
@@ -244,13 +251,7 @@ def _sort_run(h, size, pos, sc, imp, keys):
     tmp = h[:size][o]
     for t in range(size):
         h[t] = tmp[t]
-    for t in range(1, size):
-        i = h[t]
-        u = t - 1
-        while u >= 0 and _better(i, h[u], pos, sc, imp):
-            h[u + 1] = h[u]
-            u -= 1
-        h[u + 1] = i
+    _insertion_sort(h, size, pos, sc, imp)
 
 
 def _drain_sorted(h, size, pos, q, chosen, count, used, seen_permanent, perm, tlen, mj,
