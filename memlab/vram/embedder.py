@@ -156,7 +156,6 @@ def gate_embedder(cfg: MemlabConfig, gate: VRAMGate, embedder: Any = None) -> Ga
                                          model_id=model_id, estimated_mb=mb))
     out.embedder = GatedEmbedder(like, gate, model_id)
     out.clients[model_id] = f"{mb:.1f} MB, {source}"
-    del like
     return out
 
 
