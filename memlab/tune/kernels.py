@@ -26,21 +26,27 @@ A question whose conversation has no intersection matrix is flagged ``unresolved
 the caller selects it on the numpy path. Any NaN score: nothing is written, the call returns 1
 (the numpy path decides).
 
-:func:`reverie_select` fuses what comes before, per question of a qid-sorted table: the
-relevance floor (``recall.floor_mode``), reverie's relevance and forgetting gate, the score of
-every eligible row (and of every relevant row of a 'first' question) as
-:func:`memlab.recall.score.reverie_scored` computes it, term by term in the same order from 0
-(IEEE float64, no fast-math: the same values; the memory-level terms come from
-:func:`~memlab.recall.score.reverie_memory` once per memory state and their products with the
-weights are formed once per state, side by side in one table row per state; the 'first' boost
-by event time rank, stable), then the walk above over the eligible rows. It reads the table's
-columns in their stored dtypes (float32, int8, int16, int32: :attr:`Prepared.kernel_columns
-<memlab.tune.prepared.Prepared.kernel_columns>`; the same values once converted to float64).
-A relevance floor asked for again (a sweep over weights keeps the preset's) comes with its rows
-compacted (:meth:`Prepared.relevant_rows <memlab.tune.prepared.Prepared.relevant_rows>`: the
-same columns, only those rows, ``rows`` their table positions): the kernel then reads them in
-one sequential pass, with no floor pass over the other rows. A score that is not finite
-returns 1: the numpy path then raises as the scorer does.
+:func:`reverie_select` fuses what comes before, on the blocks of :mod:`memlab.tune.blocks`
+(questions x memories, each question's memories in text-length order), per question: the
+relevance floor (``recall.floor_mode``), reverie's relevance and forgetting gate and the score of
+every row as :func:`memlab.recall.score.reverie_scored` computes it, term by term in the same
+order from 0 (IEEE float64, no fast-math: the same values), in one loop of selects over
+contiguous arrays that the compiler vectorises (:func:`_score_rows`; the memory-level terms come
+from :func:`~memlab.recall.score.reverie_memory` once per memory state, their products with the
+weights are formed once per state and gathered once per block; the 'first' boost by event time
+rank, stable), then the walk as a **tournament tree**: the kept rows, in text-length order, are
+the leaves, keyed by (score, the row's place in (importance desc, table position asc)), so a
+node holds the first row of its subtree in selection's order; the rows that fit the budget left
+are a prefix of the leaves, so each pick is the first of a shrinking prefix (O(log n)), a row
+skipped for the budget is never looked at, and a pick or a duplicate leaves the tree. The
+permanent cap is applied before (the permanent rows past the cap-th in selection's order are no
+candidates). It reads the layout's columns in their stored dtypes (float32, int8, int16, int32;
+the same values once converted to float64) and the Jaccards from the intersection counts (8
+times smaller than stored float64 Jaccards: they stay in the CPU caches; the same values). A
+relevance floor asked for again (a sweep over weights keeps the preset's) comes with its rows
+laid out question by question (:meth:`Prepared.relevant_rows
+<memlab.tune.prepared.Prepared.relevant_rows>`): the kernel then reads only them. A score that
+is not finite returns 1: the numpy path then raises as the scorer does.
 
 numba is optional (the ``fast`` extra): without it :data:`AVAILABLE` is False, the numpy path
 serves (same results, slower), and that is logged once. Compiled functions are cached on disk
@@ -103,6 +109,7 @@ def _load() -> bool:
     """Import numba and wrap the kernels (once); False where numba does not import."""
     global AVAILABLE, WHY, _better, _jaccard, _walk, _select_runs, _minimum
     global _reverie_select, _kth, _clear, _sort_run, _drain_sorted, _insertion_sort
+    global _tree_build, _tree_best, _tree_drop, _tree_walk, _score_rows, _tree_fix
     if _state["loaded"]:
         return AVAILABLE
     _state["loaded"] = True
@@ -118,6 +125,10 @@ def _load() -> bool:
     _walk, _kth = _jit(numba, _walk), _jit(numba, _kth)
     _clear = _jit(numba, _clear)
     _sort_run, _drain_sorted = _jit(numba, _sort_run), _jit(numba, _drain_sorted)
+    _tree_build, _tree_best, _tree_drop = inline(_tree_build), inline(_tree_best), \
+        inline(_tree_drop)
+    _tree_fix = inline(_tree_fix)
+    _tree_walk, _score_rows = _jit(numba, _tree_walk), _jit(numba, _score_rows)
     _select_runs, _reverie_select = _jit(numba, _select_runs), _jit(numba, _reverie_select)
     return True
 
@@ -135,14 +146,11 @@ def note_fallback() -> None:
 
 def _better(a, b, pos, sc, imp):
     """Whether candidate ``a`` comes before ``b`` in selection's order (indices into pos, sc and
-    the candidates' importances ``imp``)."""
+    the candidates' importances ``imp``); without branches (a mispredicted branch per
+    comparison costs more than evaluating every key)."""
     sa, sb = sc[a], sc[b]
-    if sa != sb:
-        return sa > sb
     ia, ib = imp[a], imp[b]
-    if ia != ib:
-        return ia > ib
-    return pos[a] < pos[b]
+    return (sa > sb) | ((sa == sb) & ((ia > ib) | ((ia == ib) & (pos[a] < pos[b]))))
 
 
 def _jaccard(a, b, use_jac, jac, inter, inter_row, mem_local, n_terms):
@@ -398,16 +406,191 @@ _MS = 11
 
 
 def _minimum(a, b):
-    """np.minimum of two floats (NaN propagates)."""
-    if np.isnan(a) or np.isnan(b):
-        return np.nan
-    return a if a <= b else b
+    """np.minimum of two floats (NaN propagates); selects, no branch."""
+    return np.nan if (np.isnan(a) | np.isnan(b)) else (a if a <= b else b)
 
 
-def _reverie_select(starts, rows, by_cos, by_z, by_lex, cos, z, lexical, entity, intent, state,
-                    event_time, m_imp, m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo,
-                    m_ret, fp, ip, importance, permanent, text_len, use_jac, jac, inter,
-                    inter_row, mem_local, n_terms, max_jac, limit, budget, dedup, cap, out):
+def _tree_build(ts, tk, size, lsc, rank, kidx, n):
+    """The tournament tree of the rows ``kidx[:n]`` of one question: leaf ``i`` at ``size + i``
+    (``size`` a power of two >= n), its key (score ``lsc``, tie rank ``rank``: the row's place
+    in (importance desc, table position asc), unique within the question), so that a node's
+    key is its subtree's first row in selection's order; one level at a time; pads at -inf after
+    every row."""
+    for i in range(n):
+        j = kidx[i]
+        ts[size + i] = lsc[j]
+        tk[size + i] = rank[j]
+    for i in range(n, size):
+        ts[size + i] = -np.inf
+        tk[size + i] = rank.size + i
+    lo = size >> 1
+    while lo >= 1:
+        for i in range(lo, 2 * lo):
+            _tree_fix(ts, tk, i)
+        lo >>= 1
+
+
+def _tree_fix(ts, tk, i):
+    """Node ``i``: the first of its two children in selection's order (no branch)."""
+    sa, sb = ts[2 * i], ts[2 * i + 1]
+    ka, kb = tk[2 * i], tk[2 * i + 1]
+    a = (sa > sb) | ((sa == sb) & (ka < kb))
+    ts[i] = sa if a else sb
+    tk[i] = ka if a else kb
+
+
+def _tree_best(ts, tk, size, m):
+    """The key (score, tie rank) of the first of leaves ``0..m-1`` (m >= 1) in selection's
+    order, from the prefix's covering nodes (selects, no branch on the values)."""
+    if m == size:
+        return ts[1], tk[1]
+    lo = size
+    hi = size + m
+    top = -np.inf
+    key = size + size
+    while lo < hi:
+        odd = (lo & 1) != 0
+        v, k = ts[lo], tk[lo]
+        a = odd & ((v > top) | ((v == top) & (k < key)))
+        top = v if a else top
+        key = k if a else key
+        lo += lo & 1
+        odd = (hi & 1) != 0
+        hi -= hi & 1
+        v, k = ts[hi], tk[hi]
+        a = odd & ((v > top) | ((v == top) & (k < key)))
+        top = v if a else top
+        key = k if a else key
+        lo >>= 1
+        hi >>= 1
+    return top, key
+
+
+def _tree_drop(ts, tk, size, j):
+    """Leaf ``j`` out of the walk (-inf: after every row still in), the nodes above it
+    recomputed."""
+    i = size + j
+    ts[i] = -np.inf
+    i >>= 1
+    while i >= 1:
+        _tree_fix(ts, tk, i)
+        i >>= 1
+
+
+def _tree_walk(n, q, ts, tk, leaf, kidx, lpos, lsc, rank, ltl, max_jac, chosen, inter,
+               inter_row, mem_local, n_terms, limit, budget, dedup, out):
+    """Selection's walk (module docstring, step 3) over one question's rows, local ``0..n-1``
+    in text-length order (``ltl`` ascending; ``lsc`` -inf for a row that is no candidate;
+    ``rank`` the tie order): its candidates, in that order (``kidx``), go into a tournament
+    tree; the ones that fit the budget left are a prefix of them, so each pick is the first of
+    a shrinking prefix in selection's order, and a row skipped for the budget is never looked
+    at. A pick or a duplicate leaves the tree; the walk stops at ``limit`` picks or when no
+    candidate fits."""
+    c = 0
+    for j in range(n):                  # the candidates (no branch)
+        kidx[c] = j
+        c += lsc[j] > -np.inf
+    if c == 0:
+        return
+    size = 1
+    while size < c:
+        size <<= 1
+    for i in range(c):
+        leaf[rank[kidx[i]]] = i
+    _tree_build(ts, tk, size, lsc, rank, kidx, c)
+    count = 0
+    used = 0
+    m = c
+    while count < limit:
+        left = budget - used
+        while m > 0 and ltl[kidx[m - 1]] > left:
+            m -= 1
+        if m == 0:
+            break
+        top, key = _tree_best(ts, tk, size, m if m < c else size)  # all of them: the root
+        if top == -np.inf:
+            break
+        i = leaf[key]
+        w = kidx[i]
+        p = lpos[w]
+        duplicate = False
+        if max_jac[w] >= dedup:
+            for t in range(count):
+                if _jaccard(chosen[t], p, False, _EMPTY_F, inter, inter_row, mem_local,
+                            n_terms) >= dedup:
+                    duplicate = True
+                    break
+        if not duplicate:
+            out[q, count] = p
+            chosen[count] = p
+            used += ltl[w]
+            count += 1
+        _tree_drop(ts, tk, size, i)
+
+
+def _score_rows(n, pos, cos, z, lexical, entity, intent, permanent, g0, g1, g2, g3, g4, g5,
+                g6, g7, g8, g9, g10, fp, ip, t_zero, inv, raw, lsc, flag):
+    """Reverie's score of each of a question's rows (``lsc``; ``flag`` 1: kept, relevant and
+    eligible; 2: relevant in a 'first' question), from its raw signals (views of the question's
+    rows) and its memory state's factors ``g0..g10`` (:func:`_reverie_select`'s table, gathered):
+    the floor, the gate and every term as :func:`memlab.recall.score.reverie_scored` computes
+    them, term by term in ``score._sum``'s order (IEEE float64). Selects only, no branch on the
+    values, every array read at ``j``: the compiler vectorises it. (whether a score of a kept or
+    'first' row is not finite, 'first' rows, kept permanent rows)."""
+    relevance_floor, relevance_z, lexical_floor, base = fp[0], fp[1], fp[2], fp[3]
+    elig_rel, w_rel, w_lex = fp[5], fp[6], fp[7]
+    cue_factor, cue_cap, ent_each, ent_cap = fp[13], fp[14], fp[15], fp[16]
+    floor_mode, recency_mode, governance, entity_on, temporal_on = ip[0], ip[1], ip[2], ip[3], \
+        ip[4]
+    bad = False
+    n_first = 0
+    n_perm = 0
+    for j in range(n):
+        c = np.float64(cos[j])
+        it = intent[j]
+        relevant = (pos[j] >= 0) & (
+            (floor_mode == 0) | ((floor_mode == 1) & (c >= relevance_floor))
+            | ((floor_mode == 2) & (z[j] >= relevance_z))
+            | ((floor_mode != 0) & (lexical[j] >= lexical_floor)))
+        x = 0.0 if np.isnan(c) else c
+        relevance = (x - base) / inv
+        relevance = 0.0 if relevance < 0.0 else (1.0 if relevance > 1.0 else relevance)
+        eligible = (g0[j] != 0.0) | (relevance >= elig_rel)
+        first_r = (it & INTENT_FIRST) != 0
+        recent = (it & INTENT_RECENT) != 0
+        historical = (it & INTENT_HISTORICAL) != 0
+        temporal = g6[j] if (recency_mode != 0) | recent else (g7[j] if historical else t_zero)
+        rel_eff = relevance if governance != 0 else relevance * g1[j]
+        cue = _minimum(relevance * g9[j] * cue_factor, cue_cap)
+        ent = _minimum(ent_each * np.float64(entity[j]), ent_cap) if entity_on != 0 else 0.0
+        direction = (1.0 if recent else 0.0) - (1.0 if historical else 0.0)
+        intent_t = g10[j] * direction if temporal_on != 0 else 0.0
+        total = 0.0                              # score._sum's order
+        total = total + w_rel * rel_eff
+        total = total + w_lex * np.float64(lexical[j])
+        total = total + g3[j]
+        total = total + g4[j]
+        total = total + g5[j]
+        total = total + temporal
+        total = total + g8[j]
+        total = total + g2[j]
+        total = total + cue
+        total = total + ent
+        total = total + intent_t
+        kept = relevant & eligible
+        scored_first = relevant & first_r
+        bad |= (kept | scored_first) & (not np.abs(total) < np.inf)
+        n_first += scored_first
+        n_perm += kept & permanent[j]
+        lsc[j] = total if kept | raw else -np.inf
+        flag[j] = np.uint8(kept) | (np.uint8(scored_first) << np.uint8(1))
+    return bad, n_first, n_perm
+
+
+def _reverie_select(lq, q_cell, q_col, q_width, pos, tie, cos, z, lexical, entity, intent,
+                    c_state, c_imp, c_len, c_perm, c_mj, event_time, m_imp, m_age, m_perm,
+                    m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp, ip, inter, inter_row,
+                    mem_local, n_terms, limit, budget, dedup, cap, out):
     (relevance_floor, relevance_z, lexical_floor, base, elig_thr, elig_rel, w_rel, w_lex, w_imp,
      w_freq, w_temp, w_emo, resident_cap, cue_factor, cue_cap, ent_each, ent_cap, window,
      intent_boost, first_boost) = (fp[0], fp[1], fp[2], fp[3], fp[4], fp[5], fp[6], fp[7],
@@ -437,118 +620,76 @@ def _reverie_select(starts, rows, by_cos, by_z, by_lex, cos, z, lexical, entity,
         ms[st, 8] = w_emo * m_emo[st]
         ms[st, 9] = 1.0 - ret
         ms[st, 10] = intent_boost * (1.0 if m_age[st] < window else -1.0)
-    n_q = starts.size - 1
-    widest = 0
-    for q in range(n_q):
-        widest = max(widest, starts[q + 1] - starts[q])
-    kpos = np.empty(widest, dtype=np.int64)        # a question's scored rows
-    ksc = np.empty(widest, dtype=np.float64)
-    kel = np.empty(widest, dtype=np.bool_)
-    kimp = np.empty(widest, dtype=importance.dtype)   # their values selection reads
-    kperm = np.empty(widest, dtype=np.bool_)
-    klen = np.empty(widest, dtype=np.int64)
-    kmj = np.empty(widest, dtype=np.float64)
-    flag = np.zeros(widest, dtype=np.bool_)        # a question's rows that pass the floor
+    widest = 1
+    for iq in range(lq.size):
+        widest = max(widest, q_width[iq])
+    lsc = np.empty(widest, dtype=np.float64)       # a question's scores, in its cells' order
+    flag = np.empty(widest, dtype=np.uint8)        # 1: kept (relevant, eligible); 2: 'first'
+    size = 1
+    while size < widest:
+        size <<= 1
+    ts = np.empty(2 * size, dtype=np.float64)       # the walk's tree: keys of its nodes
+    tk = np.empty(2 * size, dtype=np.int64)
+    leaf = np.empty(widest, dtype=np.int64)
+    kidx = np.empty(widest, dtype=np.int64)
     work = np.empty(widest, dtype=np.int64)
     scratch = np.empty(widest, dtype=np.float64)
     chosen = np.empty(limit, dtype=np.int64)
+    g = np.empty((_MS, widest), dtype=np.float64)   # a block's columns' state factors
     inv = 1.0 - base
     boost = temporal_on != 0 and first_boost != 0.0
-    for q in range(n_q):
-        s, e = starts[q], starts[q + 1]
-        n = 0
-        n_first = 0
-        if floor_mode != 0:   # the floor: a prefix of each order (descending, NaN last)
-            flag[:e - s] = False
-            for j in range(s, e):
-                r = by_cos[j] if floor_mode == 1 else by_z[j]
-                if not ((cos[r] >= relevance_floor) if floor_mode == 1
-                        else (z[r] >= relevance_z)):
-                    break
-                flag[r - s] = True
-            for j in range(s, e):
-                r = by_lex[j]
-                if not lexical[r] >= lexical_floor:
-                    break
-                flag[r - s] = True
-        for r in range(s, e):       # r: the row's index in the columns; rows[r] its position
-            if floor_mode != 0 and not flag[r - s]:
-                continue
-            c = np.float64(cos[r])
-            it = intent[r]
-            first_r = (it & INTENT_FIRST) != 0
-            st = state[r]
-            x = 0.0 if np.isnan(c) else c
-            relevance = (x - base) / inv
-            if relevance < 0.0:                      # np.clip(., 0, 1)
-                relevance = 0.0
-            elif relevance > 1.0:
-                relevance = 1.0
-            eligible = ms[st, 0] != 0.0 or relevance >= elig_rel
-            if not (eligible or first_r):       # as rescore._reverie: scored rows
-                continue
-            if first_r:
-                n_first += 1
-            if recency_mode != 0 or (it & INTENT_RECENT) != 0:
-                temporal = ms[st, 6]
-            elif (it & INTENT_HISTORICAL) != 0:
-                temporal = ms[st, 7]
-            else:
-                temporal = t_zero
-            rel_eff = relevance if governance != 0 else relevance * ms[st, 1]
-            cue = _minimum(relevance * ms[st, 9] * cue_factor, cue_cap)
-            ent = _minimum(ent_each * np.float64(entity[r]), ent_cap) if entity_on != 0 else 0.0
-            if temporal_on != 0:
-                direction = (1.0 if (it & INTENT_RECENT) != 0 else 0.0) \
-                    - (1.0 if (it & INTENT_HISTORICAL) != 0 else 0.0)
-                intent_t = ms[st, 10] * direction
-            else:
-                intent_t = 0.0
-            total = 0.0                              # score._sum's order
-            total = total + w_rel * rel_eff
-            total = total + w_lex * np.float64(lexical[r])
-            total = total + ms[st, 3]
-            total = total + ms[st, 4]
-            total = total + ms[st, 5]
-            total = total + temporal
-            total = total + ms[st, 8]
-            total = total + ms[st, 2]
-            total = total + cue
-            total = total + ent
-            total = total + intent_t
-            kpos[n] = r
-            ksc[n] = total
-            kel[n] = eligible
-            n += 1
-        if boost and n_first:                       # score._first_boost: by event time
-            at = np.empty(n_first, dtype=np.int64)  # every relevant row of a 'first' question
-            times = np.empty(n_first, dtype=np.float64)
+    block = -1
+    for iq in range(lq.size):
+        q, x0, c0, n = lq[iq], q_cell[iq], q_col[iq], q_width[iq]
+        if n == 0:
+            continue
+        if c0 != block:             # a new block: its columns' state factors, gathered once
+            block = c0
+            for j in range(n):
+                st = c_state[c0 + j]
+                for t in range(_MS):
+                    g[t, j] = ms[st, t]
+        lpos = pos[x0:x0 + n]
+        limp = c_imp[c0:c0 + n]
+        ltl = c_len[c0:c0 + n]
+        permanent = c_perm[c0:c0 + n]
+        bad, n_first, n_perm = _score_rows(
+            n, lpos, cos[x0:x0 + n], z[x0:x0 + n], lexical[x0:x0 + n], entity[x0:x0 + n],
+            intent[x0:x0 + n], permanent, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8],
+            g[9], g[10], fp, ip, t_zero, inv, False, lsc, flag)
+        if bad:
+            return 1
+        if boost and n_first:            # score._first_boost: by event time, table order on ties
+            _score_rows(n, lpos, cos[x0:x0 + n], z[x0:x0 + n], lexical[x0:x0 + n],
+                        entity[x0:x0 + n], intent[x0:x0 + n], permanent, g[0], g[1], g[2],
+                        g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], fp, ip, t_zero, inv,
+                        True, scratch, flag)          # every row's score, kept or not
+            at = np.empty(n_first, dtype=np.int64)
             i = 0
             for j in range(n):
-                if (intent[kpos[j]] & INTENT_FIRST) != 0:
+                if flag[j] & 2:
                     at[i] = j
-                    times[i] = event_time[rows[kpos[j]]]
                     i += 1
-            order = np.argsort(times, kind="mergesort")
+            at = at[np.argsort(lpos[at])]
+            order = np.argsort(event_time[lpos[at]], kind="mergesort")
             for rank in range(n_first):
                 j = at[order[rank]]
-                ksc[j] = ksc[j] + first_boost * (1.0 - rank / n_first)
-        m = 0
-        for i in range(n):                          # finite check, then the kept rows only
-            if not np.isfinite(ksc[i]):
-                return 1
-            if kel[i]:
-                r = kpos[i]
-                kpos[m] = rows[r]
-                ksc[m] = ksc[i]
-                kimp[m] = importance[r]
-                kperm[m] = permanent[r]
-                klen[m] = text_len[r]
-                kmj[m] = max_jac[r]
-                m += 1
-        _walk(kpos, ksc, 0, m, q, work, scratch, chosen, kimp, kperm, klen, kmj, text_len,
-              use_jac, jac, inter, inter_row, mem_local, n_terms, limit, budget, dedup, cap,
-              False, out)
+                v = scratch[j] + first_boost * (1.0 - rank / n_first)
+                if not np.abs(v) < np.inf:
+                    return 1
+                if flag[j] & 1:
+                    lsc[j] = v
+        if n_perm > cap:                  # the permanent cap: only the first `cap` in order
+            m = 0
+            for j in range(n):
+                if flag[j] & 1 and permanent[j]:
+                    work[m] = j
+                    m += 1
+            _sort_run(work, m, lpos, lsc, limp, scratch)
+            for t in range(cap, m):
+                lsc[work[t]] = -np.inf
+        _tree_walk(n, q, ts, tk, leaf, kidx, lpos, lsc, tie[x0:x0 + n], ltl, c_mj[c0:c0 + n],
+                   chosen, inter, inter_row, mem_local, n_terms, limit, budget, dedup, out)
     return 0
 
 
@@ -607,9 +748,7 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
     fp = np.array([float(_get(cfg, k)) for k in _FLOATS], dtype=np.float64)
     ip = np.array([floor_mode, cfg.fusion.temporal_mode == "recency", cfg.governance.enabled,
                    cfg.entity.enabled, cfg.temporal.enabled], dtype=np.int64)
-    use_jac = prep.jac is not None
-    by_cos, by_z, by_lex = prep.floor_orders
-    k = prep.kernel_columns
+    k = prep.kernel_layout
     floor = (floor_mode, rc.relevance_floor if floor_mode == 1 else rc.relevance_z,
              rc.lexical_floor)
     rel = prep.relevant_rows(floor) if floor_mode else None
@@ -617,13 +756,12 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
         k = rel
         ip[0] = 0
     return _reverie_select(
-        k["starts"], k["rows"], by_cos, by_z, by_lex, k["cosine"], prep.z, k["lexical"],
-        k["entity_matches"], k["intent"], k["state"], k["event_time"],
-        *(memory[key] for key in MEMORY_KEYS), fp, ip, k["importance"], k["permanent"],
-        k["text_len"], use_jac, prep.jac if use_jac else _EMPTY_F,
-        _EMPTY_U8 if use_jac else prep.inter, prep.inter_row, prep.mem_local, prep.n_terms,
-        k["max_jaccard"], int(limit), int(cfg.selection.char_budget),
-        float(cfg.selection.dedup_jaccard), int(rc.permanent_limit), out)
+        k["q"], k["q_cell"], k["q_col"], k["q_width"], k["pos"], k["rank"], k["cosine"], k["z"],
+        k["lexical"], k["entity_matches"], k["intent"], k["state"], k["importance"],
+        k["text_len"], k["permanent"], k["max_jaccard"], k["event_time"],
+        *(memory[key] for key in MEMORY_KEYS), fp, ip, prep.inter, prep.inter_row, prep.mem_local, prep.n_terms, int(limit),
+        int(cfg.selection.char_budget), float(cfg.selection.dedup_jaccard),
+        int(rc.permanent_limit), out)
 
 
 _EMPTY_F = np.zeros(0, dtype=np.float64)
@@ -651,12 +789,12 @@ def warm(inter_dtype: np.dtype | type = np.uint8) -> float:
     for use_jac in (True, False):
         _select_runs(i64, f64, i64, f64, b, i64, use_jac, f64, inter, i64, i64, i64, f64, i64, 1,
                      1, 0.5, 1, False, out, b)
-        # the fused kernel on the columns' stored dtypes (Prepared.kernel_columns)
-        _reverie_select(np.array([0, 2]), np.arange(2), i64, i64, i64, f32, f64, f32, i16, i8,
-                        i32, f64, f64,
-                        f64, b, f64, f64, f64, f64, f64, f64, np.zeros(len(_FLOATS)),
-                        np.zeros(5, np.int64), f32, b, i32, use_jac, f64, inter, i64, i64, i64,
-                        f64, 1, 1, 0.5, 1, out)
+        # the fused kernel on the layout's stored dtypes (memlab.tune.blocks)
+        one = np.zeros(1, dtype=np.int64)
+        _reverie_select(one, one, one, np.full(1, 2), i64, i32, f32, f64, f32, i16, i8, i32,
+                        f32, i32, b, f64, f64, f64, f64, b, f64, f64, f64, f64, f64, f64,
+                        np.zeros(len(_FLOATS)), np.zeros(5, np.int64), inter, i64, i64, i64, 1,
+                        1, 0.5, 1, out)
     took = time.perf_counter() - t0
     stats["warmed"].append(key)
     stats["compile_s"] += took

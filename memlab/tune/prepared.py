@@ -33,6 +33,7 @@ from memlab.bench.run import question_keys
 from memlab.recall.features import COLUMNS, COGNITIVE_CODES, LAYER_CODES, column, n_rows
 from memlab.recall.score import INTENT_FIRST, REVERIE_MEMORY_COLUMNS, floor_z
 from memlab.tune import kernels
+from memlab.tune.blocks import block_layout, rows_layout
 from memlab.tune.dense import Layout, layout
 
 __all__ = ["Prepared", "prepared", "RowSubset", "MAX_DEDUP_MEMORIES"]
@@ -239,8 +240,7 @@ class Prepared:
         # the Jaccards themselves, where they fit (what jaccard() computes, looked up)
         self.jac = np.concatenate(jac_blocks) if jac_blocks else None
         self.empty_terms = bool((self.n_terms == 0).any())
-        if self.jac is None:
-            kernels.warm(self.inter.dtype)   # the kernel reads these counts
+        kernels.warm(self.inter.dtype)       # the kernels read these counts
         self._dedup_ready = True
 
     def jaccard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -331,19 +331,6 @@ class Prepared:
         """The dense blocks of :mod:`memlab.tune.dense` (None: the layout does not fit)."""
         return layout(self)
 
-    @cached_property
-    def q_starts(self) -> np.ndarray:
-        """Where each question's rows start (qid-sorted tables), and the end: n_q + 1 offsets."""
-        return np.searchsorted(self.qid, np.arange(self.n_q + 1)).astype(np.int64)
-
-    @cached_property
-    def floor_orders(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each question's rows by cosine, by floor z-score and by lexical overlap, descending
-        (NaN last; ties in table order), concatenated in question order (qid-sorted tables):
-        the rows that pass a floor on one of them are a prefix of its question's run."""
-        return tuple(np.lexsort((-v, self.qid)).astype(np.int64)
-                     for v in (self.cosine, self.z, self.lexical))
-
     @property
     def fused_ok(self) -> bool:
         """Whether :func:`memlab.tune.kernels.reverie_select` serves this table: qid-sorted, and
@@ -355,10 +342,11 @@ class Prepared:
         return got
 
     @cached_property
-    def kernel_columns(self) -> dict[str, np.ndarray]:
-        """The columns the fused kernel reads row by row, in their stored dtypes (float32, int8,
+    def kernel_values(self) -> dict[str, np.ndarray]:
+        """Per table row, what the fused kernel reads, in the stored dtypes (float32, int8,
         int16, int32: half the bytes or less of the converted ones, and the same values once
-        converted back), the memory state of each row as int32 (int64 past 2^31 states)."""
+        converted back): the floor's z-score as float64, the memory state as int32 (int64 past
+        2^31 states), permanence and the largest Jaccard in the conversation."""
         out = {}
         for c in ("cosine", "lexical", "entity_matches", "intent", "importance", "text_len",
                   "event_time"):
@@ -368,19 +356,22 @@ class Prepared:
         out["state"] = (np.ascontiguousarray(state, dtype=np.int32)
                         if state.size == 0 or state.max() < np.iinfo(np.int32).max else state)
         self.dedup_arrays()
-        out.update(permanent=self.permanent, max_jaccard=self.max_jaccard, starts=self.q_starts,
-                   rows=np.arange(self.n, dtype=np.int64))
+        out.update(z=self.z, permanent=self.permanent, max_jaccard=self.max_jaccard)
         return out
 
-    def relevant_rows(self, floor: tuple) -> dict[str, np.ndarray] | None:
-        """:attr:`kernel_columns` of the rows that pass a relevance floor, compacted (table
-        order; ``rows`` their positions, ``starts`` each question's offset), for the fused
-        kernel to read without a floor pass. ``floor``: (1: absolute cosine | 2: z-score, its
-        threshold, the lexical floor). Made when a floor comes back among the last
-        2 x :data:`RELEVANT_MEMO` floors asked for (a sweep that keeps the floor, e.g. over
-        weights, asks for one floor again and again; one drawn per configuration must not pay
-        the copy), the last :data:`RELEVANT_MEMO` kept; None otherwise (the kernel applies the
-        floor itself)."""
+    @cached_property
+    def kernel_layout(self) -> dict[str, Any]:
+        """The fused kernel's blocks of questions x memories (:mod:`memlab.tune.blocks`)."""
+        return block_layout(self)
+
+    def relevant_rows(self, floor: tuple) -> dict[str, Any] | None:
+        """The rows that pass a relevance floor, laid out question by question
+        (:func:`memlab.tune.blocks.rows_layout`), for the fused kernel to read without a floor
+        pass. ``floor``: (1: absolute cosine | 2: z-score, its threshold, the lexical floor).
+        Made when a floor comes back among the last 2 x :data:`RELEVANT_MEMO` floors asked for
+        (a sweep that keeps the floor, e.g. over weights, asks for one floor again and again;
+        one drawn per configuration must not pay the copy), the last :data:`RELEVANT_MEMO`
+        kept; None otherwise (the kernel applies the floor itself)."""
         memo = self.__dict__.setdefault("_relevant_rows", OrderedDict())
         got = memo.get(floor)
         if got is not None:
@@ -398,14 +389,7 @@ class Prepared:
         with np.errstate(invalid="ignore"):          # NaN passes no floor
             mask = ((self.cosine >= side) if mode == 1 else (self.z >= side)) \
                 | (self.lexical >= lexical_floor)
-        rows = np.flatnonzero(mask)
-        k = self.kernel_columns
-        out = {c: np.ascontiguousarray(k[c][rows])
-               for c in ("cosine", "lexical", "entity_matches", "intent", "state", "importance",
-                         "text_len", "permanent", "max_jaccard")}
-        out.update(event_time=k["event_time"], rows=rows.astype(np.int64),
-                   starts=np.searchsorted(self.qid[rows], np.arange(self.n_q + 1))
-                   .astype(np.int64))
+        out = rows_layout(self, np.flatnonzero(mask))
         memo[floor] = out
         while len(memo) > RELEVANT_MEMO:
             memo.popitem(last=False)

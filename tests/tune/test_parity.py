@@ -68,8 +68,9 @@ QUESTIONS = {
 }
 
 
-def _dataset() -> Dataset:
-    """Two users (en, zh) and a mixed one; items over 200 days, questions asked after them."""
+def _dataset(importances: tuple[float, ...] | None = None) -> Dataset:
+    """Two users (en, zh) and a mixed one; items over 200 days, questions asked after them.
+    ``importances``: the values importance is drawn from (default: uniform in [0.1, 1])."""
     rng = random.Random(SEED)
     items, questions = [], []
     convs = {"en": EN, "zh": ZH, "mix": EN[:8] + ZH[:7]}
@@ -78,7 +79,9 @@ def _dataset() -> Dataset:
         for i, (speaker, text) in enumerate(texts):
             day += rng.uniform(1, 14)
             layer = rng.choice(["long_term", "long_term", "short_term", "permanent"])
-            meta = {"importance": round(rng.uniform(0.1, 1.0), 3), "layer": layer}
+            importance = (round(rng.uniform(0.1, 1.0), 3) if importances is None
+                          else rng.choice(importances))
+            meta = {"importance": importance, "layer": layer}
             if rng.random() < 0.4:
                 meta["emotion"] = round(rng.uniform(0.0, 1.0), 3)
             items.append(Item(conv, str(i), f"s{i // 4}", speaker, text, T0 + timedelta(days=day),
@@ -450,3 +453,51 @@ def test_compacted_floor_rows_select_the_same(world, monkeypatch):
             rescore.selections(prep, other)
             assert np.array_equal(rescore.selections(prep, cfg), first), cfg.to_flat()
     assert served > N_CONFIGS                  # most draws have a floor (absolute 0 has none)
+
+
+#: Score terms zeroed so that kept rows tie: every score 0 (importance, then table position
+#: order them), or only importance weighed (table position orders equal importances).
+_TIES = ({"fusion.relevance": 0.0, "fusion.lexical": 0.0, "fusion.importance": 0.0,
+          "fusion.frequency": 0.0, "fusion.temporal": 0.0, "fusion.emotion": 0.0,
+          "fusion.resident_boost_cap": 0.0, "fusion.cue_reactivation_factor": 0.0,
+          "fusion.cognitive_episodic": 0.0, "fusion.cognitive_semantic": 0.0,
+          "fusion.cognitive_procedural": 0.0, "entity.boost_each": 0.0,
+          "temporal.intent_boost": 0.0, "temporal.first_boost": 0.0},)
+_TIES += ({**_TIES[0], "fusion.importance": 0.3},)
+
+
+@pytest.mark.skipif(not kernels.AVAILABLE, reason=kernels.WHY)
+def test_fused_kernel_breaks_ties_as_selection(tmp_path, monkeypatch):
+    """On data whose importances take two values and configurations whose scores tie (all 0,
+    or importance alone), and dedup thresholds drawn from the data's own Jaccards, the fused
+    kernel's picks equal the numpy path's, on its blocks and on the floor's rows compacted (the
+    second call): selection's order (score, importance, table position) and the dedup rule at
+    exactly its threshold (>=) decide, and each decided picks here."""
+    ds, base = _dataset(importances=(0.5, 1.0)), _base(tmp_path)
+    tie_world = {"ds": ds, "base": base, "tmp": tmp_path, "replays": {}, "stores": {}}
+    decided = {"importance": 0, "position": 0, "dedup at the threshold": 0}
+    fused, served = rescore._fused, []
+    monkeypatch.setattr(rescore, "_fused", lambda *a: served.append(fused(*a)) or served[-1])
+    rng = random.Random(SEED)
+    for i, cfg in enumerate(_configs(base, candidate_share=0.0)):
+        prep = prepared(_replay(tie_world, cfg)).dedup_arrays()
+        jaccards = np.unique(prep.jac[(prep.jac > 0.2) & (prep.jac < 1.0)])
+        cfg = cfg.replace(**_TIES[i % 2],
+                          **{"selection.dedup_jaccard": float(rng.choice(jaccards))})
+        monkeypatch.setattr(rescore, "KERNELS", True)
+        got = [rescore.selections(prep, cfg), rescore.selections(prep, cfg)]
+        monkeypatch.setattr(rescore, "KERNELS", False)
+        want = rescore.selections(prep, cfg)
+        for g in got:
+            assert np.array_equal(g, want), cfg.to_flat()
+        above = cfg.replace(**{"selection.dedup_jaccard": float(np.nextafter(
+            cfg.selection.dedup_jaccard, 2.0))})
+        decided["dedup at the threshold"] += int(
+            not np.array_equal(rescore.selections(prep, above), want))
+        for row in want:
+            row = row[row >= 0]
+            imp = prep.importance[row]
+            decided["importance"] += int((imp[1:] != imp[:-1]).sum())
+            decided["position"] += int(((imp[1:] == imp[:-1]) & (row[1:] > row[:-1])).sum())
+    assert served and all(served)
+    assert all(v > 0 for v in decided.values()), decided
