@@ -16,11 +16,13 @@ text length (ascending), so that
 
 A **cell** is (question, column): the table position of the row (-1 where the memory is no
 candidate of that question) and the row's per-question raw signals in their stored dtypes
-(cosine, floor z-score, lexical overlap, entity matches, intent). Per column: the memory state,
-importance, text length, permanence and the largest Jaccard in its conversation (every row of a
-memory holds the same values of these). A block of one conversation whose cells would be more
-than :data:`MAX_FILL` times its rows (memories asked about by few of its questions) is split into
-its questions. ``rows_layout`` lays out any set of rows question by question (each question its
+(cosine, the floor z-score's rank among the table's distinct z-scores (-1: NaN; ``z >= t``
+exactly where the rank is at least ``searchsorted(z_sorted, t)``), lexical overlap, entity
+matches, intent; -1 where the cell holds no row). Per column: the memory state,
+importance, text length, permanence, the largest Jaccard in its conversation and where its
+intersection counts are (every row of a memory holds the same values of these). A block of one
+conversation whose cells would be more than :data:`MAX_FILL` times its rows (memories asked
+about by few of its questions) is split into its questions. ``rows_layout`` lays out any set of rows question by question (each question its
 own block: the relevance floor's rows, compacted).
 """
 
@@ -37,8 +39,9 @@ __all__ = ["block_layout", "rows_layout", "MAX_FILL"]
 #: laid out question by question. Speed only; results are the same either way.
 MAX_FILL = 2.0
 
-_CELL = ("cosine", "z", "lexical", "entity_matches", "intent")
-_COLUMN = ("state", "importance", "text_len", "permanent", "max_jaccard")
+_CELL = ("cosine", "zrank", "lexical", "entity_matches", "intent")
+_COLUMN = ("state", "importance", "text_len", "permanent", "max_jaccard", "inter_row",
+           "mem_local", "n_terms")
 
 
 def block_layout(prep) -> dict[str, Any]:
@@ -118,7 +121,7 @@ def _layout(prep, at: np.ndarray, block: np.ndarray, column: np.ndarray) -> dict
     out["rank"] = rank
     for c in _CELL:
         v = k[c]
-        fill = np.nan if v.dtype.kind == "f" else 0
+        fill = np.nan if v.dtype.kind == "f" else -1   # intent -1: no row
         arr = np.full(n_cells, fill, dtype=v.dtype)
         arr[cell] = v[at]
         out[c] = arr

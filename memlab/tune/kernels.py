@@ -410,24 +410,18 @@ def _minimum(a, b):
     return np.nan if (np.isnan(a) | np.isnan(b)) else (a if a <= b else b)
 
 
-def _tree_build(ts, tk, size, lsc, rank, kidx, n):
-    """The tournament tree of the rows ``kidx[:n]`` of one question: leaf ``i`` at ``size + i``
-    (``size`` a power of two >= n), its key (score ``lsc``, tie rank ``rank``: the row's place
-    in (importance desc, table position asc), unique within the question), so that a node's
-    key is its subtree's first row in selection's order; one level at a time; pads at -inf after
-    every row."""
+def _tree_build(ts, tk, n, lsc, rank, kidx):
+    """The tournament tree of the rows ``kidx[:n]`` of one question (a bottom-up segment tree:
+    leaf ``i`` at ``n + i``, node ``i`` over ``2i`` and ``2i + 1``, the root at 1), each node's
+    key (score ``lsc``, tie rank ``rank``: the row's place in (importance desc, table position
+    asc), unique within the question) the key of its subtree's first row in selection's
+    order."""
     for i in range(n):
         j = kidx[i]
-        ts[size + i] = lsc[j]
-        tk[size + i] = rank[j]
-    for i in range(n, size):
-        ts[size + i] = -np.inf
-        tk[size + i] = rank.size + i
-    lo = size >> 1
-    while lo >= 1:
-        for i in range(lo, 2 * lo):
-            _tree_fix(ts, tk, i)
-        lo >>= 1
+        ts[n + i] = lsc[j]
+        tk[n + i] = rank[j]
+    for i in range(n - 1, 0, -1):
+        _tree_fix(ts, tk, i)
 
 
 def _tree_fix(ts, tk, i):
@@ -439,15 +433,16 @@ def _tree_fix(ts, tk, i):
     tk[i] = ka if a else kb
 
 
-def _tree_best(ts, tk, size, m):
-    """The key (score, tie rank) of the first of leaves ``0..m-1`` (m >= 1) in selection's
-    order, from the prefix's covering nodes (selects, no branch on the values)."""
-    if m == size:
+def _tree_best(ts, tk, n, m):
+    """The key (score, tie rank) of the first of leaves ``0..m-1`` (1 <= m <= n) in
+    selection's order: the root's when m = n, else from the prefix's covering nodes (selects,
+    no branch on the values)."""
+    if m == n:
         return ts[1], tk[1]
-    lo = size
-    hi = size + m
+    lo = n
+    hi = n + m
     top = -np.inf
-    key = size + size
+    key = n + n
     while lo < hi:
         odd = (lo & 1) != 0
         v, k = ts[lo], tk[lo]
@@ -466,10 +461,10 @@ def _tree_best(ts, tk, size, m):
     return top, key
 
 
-def _tree_drop(ts, tk, size, j):
+def _tree_drop(ts, tk, n, j):
     """Leaf ``j`` out of the walk (-inf: after every row still in), the nodes above it
     recomputed."""
-    i = size + j
+    i = n + j
     ts[i] = -np.inf
     i >>= 1
     while i >= 1:
@@ -477,58 +472,61 @@ def _tree_drop(ts, tk, size, j):
         i >>= 1
 
 
-def _tree_walk(n, q, ts, tk, leaf, kidx, lpos, lsc, rank, ltl, max_jac, chosen, inter,
-               inter_row, mem_local, n_terms, limit, budget, dedup, out):
+def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, crow, cml, cnt,
+               chosen, inter, limit, budget, dedup, out):
     """Selection's walk (module docstring, step 3) over one question's rows, local ``0..n-1``
     in text-length order (``ltl`` ascending; ``lsc`` -inf for a row that is no candidate;
-    ``rank`` the tie order): its candidates, in that order (``kidx``), go into a tournament
-    tree; the ones that fit the budget left are a prefix of them, so each pick is the first of
-    a shrinking prefix in selection's order, and a row skipped for the budget is never looked
-    at. A pick or a duplicate leaves the tree; the walk stops at ``limit`` picks or when no
-    candidate fits."""
+    ``rank`` the tie order): its candidates, in that order (``kidx``, their lengths ``klen``),
+    go into a tournament tree; the ones that fit the budget left are a prefix of them, so each
+    pick is the first of a shrinking prefix in selection's order, and a row skipped for the
+    budget is never looked at. A pick or a duplicate leaves the tree; the walk stops at
+    ``limit`` picks or when no candidate fits. Dedup reads each row's intersection counts
+    (``crow``: where its row of them starts, ``cml``: its column in them, ``cnt``: its term
+    count; as :meth:`Prepared.jaccard <memlab.tune.prepared.Prepared.jaccard>`) from the
+    question's own arrays, not the table's."""
     c = 0
     for j in range(n):                  # the candidates (no branch)
         kidx[c] = j
+        klen[c] = ltl[j]
         c += lsc[j] > -np.inf
     if c == 0:
         return
-    size = 1
-    while size < c:
-        size <<= 1
     for i in range(c):
         leaf[rank[kidx[i]]] = i
-    _tree_build(ts, tk, size, lsc, rank, kidx, c)
+    _tree_build(ts, tk, c, lsc, rank, kidx)
     count = 0
     used = 0
     m = c
     while count < limit:
         left = budget - used
-        while m > 0 and ltl[kidx[m - 1]] > left:
+        while m > 0 and klen[m - 1] > left:
             m -= 1
         if m == 0:
             break
-        top, key = _tree_best(ts, tk, size, m if m < c else size)  # all of them: the root
+        top, key = _tree_best(ts, tk, c, m)
         if top == -np.inf:
             break
         i = leaf[key]
         w = kidx[i]
-        p = lpos[w]
         duplicate = False
         if max_jac[w] >= dedup:
+            col, terms = cml[w], cnt[w]
             for t in range(count):
-                if _jaccard(chosen[t], p, False, _EMPTY_F, inter, inter_row, mem_local,
-                            n_terms) >= dedup:
+                a = chosen[t]
+                x = np.float64(inter[crow[a] + col])
+                union = np.float64(cnt[a] + terms) - x
+                if (x / union if union > 0 else 0.0) >= dedup:
                     duplicate = True
                     break
         if not duplicate:
-            out[q, count] = p
-            chosen[count] = p
-            used += ltl[w]
+            out[q, count] = lpos[w]
+            chosen[count] = w
+            used += klen[i]
             count += 1
-        _tree_drop(ts, tk, size, i)
+        _tree_drop(ts, tk, c, i)
 
 
-def _score_rows(n, pos, cos, z, lexical, entity, intent, permanent, g0, g1, g2, g3, g4, g5,
+def _score_rows(n, cos, zrank, lexical, entity, intent, permanent, g0, g1, g2, g3, g4, g5,
                 g6, g7, g8, g9, g10, fp, ip, t_zero, inv, raw, lsc, flag):
     """Reverie's score of each of a question's rows (``lsc``; ``flag`` 1: kept, relevant and
     eligible; 2: relevant in a 'first' question), from its raw signals (views of the question's
@@ -537,7 +535,8 @@ def _score_rows(n, pos, cos, z, lexical, entity, intent, permanent, g0, g1, g2, 
     them, term by term in ``score._sum``'s order (IEEE float64). Selects only, no branch on the
     values, every array read at ``j``: the compiler vectorises it. (whether a score of a kept or
     'first' row is not finite, 'first' rows, kept permanent rows)."""
-    relevance_floor, relevance_z, lexical_floor, base = fp[0], fp[1], fp[2], fp[3]
+    relevance_floor, lexical_floor, base = fp[0], fp[2], fp[3]
+    z_at = ip[5]        # z >= recall.relevance_z exactly where z's rank is at least this
     elig_rel, w_rel, w_lex = fp[5], fp[6], fp[7]
     cue_factor, cue_cap, ent_each, ent_cap = fp[13], fp[14], fp[15], fp[16]
     floor_mode, recency_mode, governance, entity_on, temporal_on = ip[0], ip[1], ip[2], ip[3], \
@@ -548,9 +547,9 @@ def _score_rows(n, pos, cos, z, lexical, entity, intent, permanent, g0, g1, g2, 
     for j in range(n):
         c = np.float64(cos[j])
         it = intent[j]
-        relevant = (pos[j] >= 0) & (
+        relevant = (it >= 0) & (                  # intent -1: no row in this cell
             (floor_mode == 0) | ((floor_mode == 1) & (c >= relevance_floor))
-            | ((floor_mode == 2) & (z[j] >= relevance_z))
+            | ((floor_mode == 2) & (zrank[j] >= z_at))
             | ((floor_mode != 0) & (lexical[j] >= lexical_floor)))
         x = 0.0 if np.isnan(c) else c
         relevance = (x - base) / inv
@@ -587,10 +586,10 @@ def _score_rows(n, pos, cos, z, lexical, entity, intent, permanent, g0, g1, g2, 
     return bad, n_first, n_perm
 
 
-def _reverie_select(lq, q_cell, q_col, q_width, pos, tie, cos, z, lexical, entity, intent,
-                    c_state, c_imp, c_len, c_perm, c_mj, event_time, m_imp, m_age, m_perm,
-                    m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp, ip, inter, inter_row,
-                    mem_local, n_terms, limit, budget, dedup, cap, out):
+def _reverie_select(lq, q_cell, q_col, q_width, pos, tie, cos, zrank, lexical, entity, intent,
+                    c_state, c_imp, c_len, c_perm, c_mj, c_row, c_ml, c_nt, event_time, m_imp,
+                    m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp, ip, inter,
+                    limit, budget, dedup, cap, out):
     (relevance_floor, relevance_z, lexical_floor, base, elig_thr, elig_rel, w_rel, w_lex, w_imp,
      w_freq, w_temp, w_emo, resident_cap, cue_factor, cue_cap, ent_each, ent_cap, window,
      intent_boost, first_boost) = (fp[0], fp[1], fp[2], fp[3], fp[4], fp[5], fp[6], fp[7],
@@ -625,13 +624,11 @@ def _reverie_select(lq, q_cell, q_col, q_width, pos, tie, cos, z, lexical, entit
         widest = max(widest, q_width[iq])
     lsc = np.empty(widest, dtype=np.float64)       # a question's scores, in its cells' order
     flag = np.empty(widest, dtype=np.uint8)        # 1: kept (relevant, eligible); 2: 'first'
-    size = 1
-    while size < widest:
-        size <<= 1
-    ts = np.empty(2 * size, dtype=np.float64)       # the walk's tree: keys of its nodes
-    tk = np.empty(2 * size, dtype=np.int64)
+    ts = np.empty(2 * widest, dtype=np.float64)     # the walk's tree: keys of its nodes
+    tk = np.empty(2 * widest, dtype=np.int64)
     leaf = np.empty(widest, dtype=np.int64)
     kidx = np.empty(widest, dtype=np.int64)
+    klen = np.empty(widest, dtype=np.int64)
     work = np.empty(widest, dtype=np.int64)
     scratch = np.empty(widest, dtype=np.float64)
     chosen = np.empty(limit, dtype=np.int64)
@@ -654,13 +651,13 @@ def _reverie_select(lq, q_cell, q_col, q_width, pos, tie, cos, z, lexical, entit
         ltl = c_len[c0:c0 + n]
         permanent = c_perm[c0:c0 + n]
         bad, n_first, n_perm = _score_rows(
-            n, lpos, cos[x0:x0 + n], z[x0:x0 + n], lexical[x0:x0 + n], entity[x0:x0 + n],
+            n, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n], entity[x0:x0 + n],
             intent[x0:x0 + n], permanent, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8],
             g[9], g[10], fp, ip, t_zero, inv, False, lsc, flag)
         if bad:
             return 1
         if boost and n_first:            # score._first_boost: by event time, table order on ties
-            _score_rows(n, lpos, cos[x0:x0 + n], z[x0:x0 + n], lexical[x0:x0 + n],
+            _score_rows(n, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n],
                         entity[x0:x0 + n], intent[x0:x0 + n], permanent, g[0], g[1], g[2],
                         g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], fp, ip, t_zero, inv,
                         True, scratch, flag)          # every row's score, kept or not
@@ -688,8 +685,9 @@ def _reverie_select(lq, q_cell, q_col, q_width, pos, tie, cos, z, lexical, entit
             _sort_run(work, m, lpos, lsc, limp, scratch)
             for t in range(cap, m):
                 lsc[work[t]] = -np.inf
-        _tree_walk(n, q, ts, tk, leaf, kidx, lpos, lsc, tie[x0:x0 + n], ltl, c_mj[c0:c0 + n],
-                   chosen, inter, inter_row, mem_local, n_terms, limit, budget, dedup, out)
+        _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, tie[x0:x0 + n], ltl,
+                   c_mj[c0:c0 + n], c_row[c0:c0 + n], c_ml[c0:c0 + n], c_nt[c0:c0 + n], chosen,
+                   inter, limit, budget, dedup, out)
     return 0
 
 
@@ -747,7 +745,9 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
                   else 1 if rc.floor_mode == "absolute" else 2)
     fp = np.array([float(_get(cfg, k)) for k in _FLOATS], dtype=np.float64)
     ip = np.array([floor_mode, cfg.fusion.temporal_mode == "recency", cfg.governance.enabled,
-                   cfg.entity.enabled, cfg.temporal.enabled], dtype=np.int64)
+                   cfg.entity.enabled, cfg.temporal.enabled,
+                   np.searchsorted(prep.z_sorted, rc.relevance_z, side="left")],
+                  dtype=np.int64)
     k = prep.kernel_layout
     floor = (floor_mode, rc.relevance_floor if floor_mode == 1 else rc.relevance_z,
              rc.lexical_floor)
@@ -756,10 +756,12 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
         k = rel
         ip[0] = 0
     return _reverie_select(
-        k["q"], k["q_cell"], k["q_col"], k["q_width"], k["pos"], k["rank"], k["cosine"], k["z"],
+        k["q"], k["q_cell"], k["q_col"], k["q_width"], k["pos"], k["rank"], k["cosine"],
+        k["zrank"],
         k["lexical"], k["entity_matches"], k["intent"], k["state"], k["importance"],
-        k["text_len"], k["permanent"], k["max_jaccard"], k["event_time"],
-        *(memory[key] for key in MEMORY_KEYS), fp, ip, prep.inter, prep.inter_row, prep.mem_local, prep.n_terms, int(limit),
+        k["text_len"], k["permanent"], k["max_jaccard"], k["inter_row"], k["mem_local"],
+        k["n_terms"], k["event_time"], *(memory[key] for key in MEMORY_KEYS), fp, ip,
+        prep.inter, int(limit),
         int(cfg.selection.char_budget), float(cfg.selection.dedup_jaccard),
         int(rc.permanent_limit), out)
 
@@ -791,10 +793,10 @@ def warm(inter_dtype: np.dtype | type = np.uint8) -> float:
                      1, 0.5, 1, False, out, b)
         # the fused kernel on the layout's stored dtypes (memlab.tune.blocks)
         one = np.zeros(1, dtype=np.int64)
-        _reverie_select(one, one, one, np.full(1, 2), i64, i32, f32, f64, f32, i16, i8, i32,
-                        f32, i32, b, f64, f64, f64, f64, b, f64, f64, f64, f64, f64, f64,
-                        np.zeros(len(_FLOATS)), np.zeros(5, np.int64), inter, i64, i64, i64, 1,
-                        1, 0.5, 1, out)
+        _reverie_select(one, one, one, np.full(1, 2), i64, i32, f32, i32, f32, i16, i8, i32,
+                        f32, i32, b, f64, i64, i64, i64, f64, f64, f64, b, f64, f64, f64, f64,
+                        f64, f64, np.zeros(len(_FLOATS)), np.zeros(6, np.int64), inter, 1, 1,
+                        0.5, 1, out)
     took = time.perf_counter() - t0
     stats["warmed"].append(key)
     stats["compile_s"] += took

@@ -345,7 +345,8 @@ class Prepared:
     def kernel_values(self) -> dict[str, np.ndarray]:
         """Per table row, what the fused kernel reads, in the stored dtypes (float32, int8,
         int16, int32: half the bytes or less of the converted ones, and the same values once
-        converted back): the floor's z-score as float64, the memory state as int32 (int64 past
+        converted back): the floor z-score's rank in :attr:`z_sorted` (int32, -1 for NaN: ``z >= t``
+        where the rank is at least ``searchsorted(z_sorted, t)``), the memory state as int32 (int64 past
         2^31 states), permanence and the largest Jaccard in the conversation."""
         out = {}
         for c in ("cosine", "lexical", "entity_matches", "intent", "importance", "text_len",
@@ -356,8 +357,17 @@ class Prepared:
         out["state"] = (np.ascontiguousarray(state, dtype=np.int32)
                         if state.size == 0 or state.max() < np.iinfo(np.int32).max else state)
         self.dedup_arrays()
-        out.update(z=self.z, permanent=self.permanent, max_jaccard=self.max_jaccard)
+        known = ~np.isnan(self.z)
+        zrank = np.full(self.n, -1, dtype=np.int32)
+        zrank[known] = np.searchsorted(self.z_sorted, self.z[known])
+        out.update(zrank=zrank, permanent=self.permanent, max_jaccard=self.max_jaccard,
+                   inter_row=self.inter_row, mem_local=self.mem_local, n_terms=self.n_terms)
         return out
+
+    @cached_property
+    def z_sorted(self) -> np.ndarray:
+        """The table's distinct floor z-scores (NaN dropped), ascending."""
+        return np.unique(self.z[~np.isnan(self.z)])
 
     @cached_property
     def kernel_layout(self) -> dict[str, Any]:
