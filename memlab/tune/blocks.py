@@ -18,7 +18,9 @@ A **cell** is (question, column): the table position of the row (-1 where the me
 candidate of that question) and the row's per-question raw signals in their stored dtypes
 (cosine, the floor z-score's rank among the table's distinct z-scores (-1: NaN; ``z >= t``
 exactly where the rank is at least ``searchsorted(z_sorted, t)``), lexical overlap, entity
-matches, intent; -1 where the cell holds no row). Per column: the memory state,
+matches, intent; -1 where the cell holds no row; ``q_intent`` per question, the intent of its
+rows: the kernel serves only data where a question's rows share one, as the scorer's features
+give it). Per column: the memory state,
 importance, text length, permanence, the largest Jaccard in its conversation and where its
 intersection counts are (every row of a memory holds the same values of these). A block of one
 conversation whose cells would be more than :data:`MAX_FILL` times its rows (memories asked
@@ -74,6 +76,13 @@ def rows_layout(prep, at: np.ndarray) -> dict[str, Any]:
     return _layout(prep, at, prep.qid[at], np.arange(at.size, dtype=np.int64))
 
 
+def slot_of(lq: np.ndarray, qid: np.ndarray) -> np.ndarray:
+    """Each of ``qid``'s place in the layout's questions ``lq``."""
+    slot = np.empty(int(max(lq.max(initial=-1), qid.max(initial=-1))) + 1, dtype=np.int64)
+    slot[lq] = np.arange(lq.size)
+    return slot[qid]
+
+
 def _layout(prep, at: np.ndarray, block: np.ndarray, column: np.ndarray) -> dict[str, Any]:
     """The layout of the rows ``at`` given each one's block and column key (one question in
     one block; one row per (question, column))."""
@@ -98,11 +107,13 @@ def _layout(prep, at: np.ndarray, block: np.ndarray, column: np.ndarray) -> dict
     lq, lq_block = qs[q_order], q_block[q_order]
     lq_width = width[lq_block]
     lq_cell = np.r_[0, np.cumsum(lq_width)[:-1]].astype(np.int64)
-    slot = np.empty(prep.n_q, dtype=np.int64)
-    slot[lq] = np.arange(lq.size)
-    cell = lq_cell[slot[qid]] + within
+    cell = lq_cell[slot_of(lq, qid)] + within
     n_cells = int(lq_width.sum())
-    out: dict[str, Any] = {"q": lq.astype(np.int64), "q_cell": lq_cell,
+    intent = k["intent"][at]
+    q_intent = intent[q_first][q_order]
+    out: dict[str, Any] = {"q": lq.astype(np.int64), "q_cell": lq_cell, "q_intent": q_intent,
+                           "intent_per_question": bool((intent == q_intent[slot_of(lq, qid)])
+                                                       .all()),
                            "q_col": col_start[lq_block].astype(np.int64),
                            "q_width": lq_width.astype(np.int64), "cells": n_cells,
                            "columns": int(order.size)}

@@ -503,10 +503,14 @@ def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, cr
             m -= 1
         if m == 0:
             break
-        top, key = _tree_best(ts, tk, c, m)
+        i = leaf[tk[1]]                 # the first of all: the prefix's too if it fits
+        if i < m:
+            top = ts[1]
+        else:
+            top, key = _tree_best(ts, tk, c, m)
+            i = leaf[key]
         if top == -np.inf:
             break
-        i = leaf[key]
         w = kidx[i]
         duplicate = False
         if max_jac[w] >= dedup:
@@ -526,11 +530,13 @@ def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, cr
         _tree_drop(ts, tk, c, i)
 
 
-def _score_rows(n, cos, zrank, lexical, entity, intent, permanent, g0, g1, g2, g3, g4, g5,
-                g6, g7, g8, g9, g10, fp, ip, t_zero, inv, raw, lsc, flag):
+def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0, g1, g2, g3,
+                g4, g5, g_temporal, g8, g9, g10, fp, ip, t_zero, inv, raw, lsc, flag):
     """Reverie's score of each of a question's rows (``lsc``; ``flag`` 1: kept, relevant and
     eligible; 2: relevant in a 'first' question), from its raw signals (views of the question's
-    rows) and its memory state's factors ``g0..g10`` (:func:`_reverie_select`'s table, gathered):
+    rows; ``present`` >= 0 where a cell holds a row) and its memory states' factors ``g0..g10``
+    (:func:`_reverie_select`'s table, gathered; ``g_temporal`` the temporal one the question's
+    intent ``q_intent`` takes):
     the floor, the gate and every term as :func:`memlab.recall.score.reverie_scored` computes
     them, term by term in ``score._sum``'s order (IEEE float64). Selects only, no branch on the
     values, every array read at ``j``: the compiler vectorises it. (whether a score of a kept or
@@ -541,13 +547,17 @@ def _score_rows(n, cos, zrank, lexical, entity, intent, permanent, g0, g1, g2, g
     cue_factor, cue_cap, ent_each, ent_cap = fp[13], fp[14], fp[15], fp[16]
     floor_mode, recency_mode, governance, entity_on, temporal_on = ip[0], ip[1], ip[2], ip[3], \
         ip[4]
+    first_r = (q_intent & INTENT_FIRST) != 0
+    recent = (q_intent & INTENT_RECENT) != 0
+    historical = (q_intent & INTENT_HISTORICAL) != 0
+    no_temporal = not ((recency_mode != 0) | recent | historical)   # the temporal term: 0
+    direction = (1.0 if recent else 0.0) - (1.0 if historical else 0.0)
     bad = False
     n_first = 0
     n_perm = 0
     for j in range(n):
         c = np.float64(cos[j])
-        it = intent[j]
-        relevant = (it >= 0) & (                  # intent -1: no row in this cell
+        relevant = (present[j] >= 0) & (
             (floor_mode == 0) | ((floor_mode == 1) & (c >= relevance_floor))
             | ((floor_mode == 2) & (zrank[j] >= z_at))
             | ((floor_mode != 0) & (lexical[j] >= lexical_floor)))
@@ -555,14 +565,10 @@ def _score_rows(n, cos, zrank, lexical, entity, intent, permanent, g0, g1, g2, g
         relevance = (x - base) / inv
         relevance = 0.0 if relevance < 0.0 else (1.0 if relevance > 1.0 else relevance)
         eligible = (g0[j] != 0.0) | (relevance >= elig_rel)
-        first_r = (it & INTENT_FIRST) != 0
-        recent = (it & INTENT_RECENT) != 0
-        historical = (it & INTENT_HISTORICAL) != 0
-        temporal = g6[j] if (recency_mode != 0) | recent else (g7[j] if historical else t_zero)
+        temporal = t_zero if no_temporal else g_temporal[j]
         rel_eff = relevance if governance != 0 else relevance * g1[j]
         cue = _minimum(relevance * g9[j] * cue_factor, cue_cap)
         ent = _minimum(ent_each * np.float64(entity[j]), ent_cap) if entity_on != 0 else 0.0
-        direction = (1.0 if recent else 0.0) - (1.0 if historical else 0.0)
         intent_t = g10[j] * direction if temporal_on != 0 else 0.0
         total = 0.0                              # score._sum's order
         total = total + w_rel * rel_eff
@@ -586,7 +592,7 @@ def _score_rows(n, cos, zrank, lexical, entity, intent, permanent, g0, g1, g2, g
     return bad, n_first, n_perm
 
 
-def _reverie_select(lq, q_cell, q_col, q_width, pos, tie, cos, zrank, lexical, entity, intent,
+def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, cos, zrank, lexical, entity, intent,
                     c_state, c_imp, c_len, c_perm, c_mj, c_row, c_ml, c_nt, event_time, m_imp,
                     m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp, ip, inter,
                     limit, budget, dedup, cap, out):
@@ -650,16 +656,18 @@ def _reverie_select(lq, q_cell, q_col, q_width, pos, tie, cos, zrank, lexical, e
         limp = c_imp[c0:c0 + n]
         ltl = c_len[c0:c0 + n]
         permanent = c_perm[c0:c0 + n]
+        it = q_intent[iq]
+        g_temporal = g[6] if (recency_mode != 0) | ((it & INTENT_RECENT) != 0) else g[7]
         bad, n_first, n_perm = _score_rows(
-            n, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n], entity[x0:x0 + n],
-            intent[x0:x0 + n], permanent, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8],
+            n, it, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n], entity[x0:x0 + n],
+            intent[x0:x0 + n], permanent, g[0], g[1], g[2], g[3], g[4], g[5], g_temporal, g[8],
             g[9], g[10], fp, ip, t_zero, inv, False, lsc, flag)
         if bad:
             return 1
         if boost and n_first:            # score._first_boost: by event time, table order on ties
-            _score_rows(n, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n],
+            _score_rows(n, it, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n],
                         entity[x0:x0 + n], intent[x0:x0 + n], permanent, g[0], g[1], g[2],
-                        g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], fp, ip, t_zero, inv,
+                        g[3], g[4], g[5], g_temporal, g[8], g[9], g[10], fp, ip, t_zero, inv,
                         True, scratch, flag)          # every row's score, kept or not
             at = np.empty(n_first, dtype=np.int64)
             i = 0
@@ -749,6 +757,8 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
                    np.searchsorted(prep.z_sorted, rc.relevance_z, side="left")],
                   dtype=np.int64)
     k = prep.kernel_layout
+    if not k["intent_per_question"]:
+        return 1
     floor = (floor_mode, rc.relevance_floor if floor_mode == 1 else rc.relevance_z,
              rc.lexical_floor)
     rel = prep.relevant_rows(floor) if floor_mode else None
@@ -756,7 +766,8 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
         k = rel
         ip[0] = 0
     return _reverie_select(
-        k["q"], k["q_cell"], k["q_col"], k["q_width"], k["pos"], k["rank"], k["cosine"],
+        k["q"], k["q_cell"], k["q_col"], k["q_width"], k["q_intent"], k["pos"], k["rank"],
+        k["cosine"],
         k["zrank"],
         k["lexical"], k["entity_matches"], k["intent"], k["state"], k["importance"],
         k["text_len"], k["permanent"], k["max_jaccard"], k["inter_row"], k["mem_local"],
@@ -793,8 +804,8 @@ def warm(inter_dtype: np.dtype | type = np.uint8) -> float:
                      1, 0.5, 1, False, out, b)
         # the fused kernel on the layout's stored dtypes (memlab.tune.blocks)
         one = np.zeros(1, dtype=np.int64)
-        _reverie_select(one, one, one, np.full(1, 2), i64, i32, f32, i32, f32, i16, i8, i32,
-                        f32, i32, b, f64, i64, i64, i64, f64, f64, f64, b, f64, f64, f64, f64,
+        _reverie_select(one, one, one, np.full(1, 2), i8[:1], i64, i32, f32, i32, f32, i16, i8,
+                        i32, f32, i32, b, f64, i64, i64, i64, f64, f64, f64, b, f64, f64, f64, f64,
                         f64, f64, np.zeros(len(_FLOATS)), np.zeros(6, np.int64), inter, 1, 1,
                         0.5, 1, out)
     took = time.perf_counter() - t0
