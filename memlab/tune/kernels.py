@@ -530,13 +530,14 @@ def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, cr
         _tree_drop(ts, tk, c, i)
 
 
-def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0, g1, g2, g3,
-                g4, g5, g_temporal, g8, g9, g10, fp, ip, t_zero, inv, raw, lsc, flag):
+def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0, g12, g3, g4,
+                g5, g_temporal, g8, g9, g10, fp, ip, t_zero, inv, raw, lsc, flag):
     """Reverie's score of each of a question's rows (``lsc``; ``flag`` 1: kept, relevant and
     eligible; 2: relevant in a 'first' question), from its raw signals (views of the question's
     rows; ``present`` >= 0 where a cell holds a row) and its memory states' factors ``g0..g10``
-    (:func:`_reverie_select`'s table, gathered; ``g_temporal`` the temporal one the question's
-    intent ``q_intent`` takes):
+    (:func:`_reverie_select`'s table, gathered; ``g12`` the relevance factor, or with
+    governance the resident boost (the other is 1, resp. 0); ``g_temporal`` the temporal one
+    the question's intent ``q_intent`` takes):
     the floor, the gate and every term as :func:`memlab.recall.score.reverie_scored` computes
     them, term by term in ``score._sum``'s order (IEEE float64). Selects only, no branch on the
     values, every array read at ``j``: the compiler vectorises it. (whether a score of a kept or
@@ -566,7 +567,8 @@ def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0
         relevance = 0.0 if relevance < 0.0 else (1.0 if relevance > 1.0 else relevance)
         eligible = (g0[j] != 0.0) | (relevance >= elig_rel)
         temporal = t_zero if no_temporal else g_temporal[j]
-        rel_eff = relevance if governance != 0 else relevance * g1[j]
+        f12 = g12[j]
+        rel_eff = relevance if governance != 0 else relevance * f12
         cue = _minimum(relevance * g9[j] * cue_factor, cue_cap)
         ent = _minimum(ent_each * np.float64(entity[j]), ent_cap) if entity_on != 0 else 0.0
         intent_t = g10[j] * direction if temporal_on != 0 else 0.0
@@ -578,7 +580,7 @@ def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0
         total = total + g5[j]
         total = total + temporal
         total = total + g8[j]
-        total = total + g2[j]
+        total = total + (f12 if governance != 0 else 0.0)
         total = total + cue
         total = total + ent
         total = total + intent_t
@@ -658,16 +660,17 @@ def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, cos, zrank, 
         permanent = c_perm[c0:c0 + n]
         it = q_intent[iq]
         g_temporal = g[6] if (recency_mode != 0) | ((it & INTENT_RECENT) != 0) else g[7]
+        g12 = g[2] if governance != 0 else g[1]
         bad, n_first, n_perm = _score_rows(
             n, it, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n], entity[x0:x0 + n],
-            intent[x0:x0 + n], permanent, g[0], g[1], g[2], g[3], g[4], g[5], g_temporal, g[8],
+            intent[x0:x0 + n], permanent, g[0], g12, g[3], g[4], g[5], g_temporal, g[8],
             g[9], g[10], fp, ip, t_zero, inv, False, lsc, flag)
         if bad:
             return 1
         if boost and n_first:            # score._first_boost: by event time, table order on ties
             _score_rows(n, it, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n],
-                        entity[x0:x0 + n], intent[x0:x0 + n], permanent, g[0], g[1], g[2],
-                        g[3], g[4], g[5], g_temporal, g[8], g[9], g[10], fp, ip, t_zero, inv,
+                        entity[x0:x0 + n], intent[x0:x0 + n], permanent, g[0], g12, g[3],
+                        g[4], g[5], g_temporal, g[8], g[9], g[10], fp, ip, t_zero, inv,
                         True, scratch, flag)          # every row's score, kept or not
             at = np.empty(n_first, dtype=np.int64)
             i = 0
