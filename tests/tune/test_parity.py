@@ -68,9 +68,12 @@ QUESTIONS = {
 }
 
 
-def _dataset(importances: tuple[float, ...] | None = None) -> Dataset:
+def _dataset(importances: tuple[float, ...] | None = None, asked_together: bool = False
+             ) -> Dataset:
     """Two users (en, zh) and a mixed one; items over 200 days, questions asked after them.
-    ``importances``: the values importance is drawn from (default: uniform in [0.1, 1])."""
+    ``importances``: the values importance is drawn from (default: uniform in [0.1, 1]);
+    ``asked_together``: every question of a conversation asked at one time (as LoCoMo's: the
+    fused kernel then lays a conversation out as one block of questions x memories)."""
     rng = random.Random(SEED)
     items, questions = [], []
     convs = {"en": EN, "zh": ZH, "mix": EN[:8] + ZH[:7]}
@@ -93,7 +96,8 @@ def _dataset(importances: tuple[float, ...] | None = None) -> Dataset:
                 + [(t, [str(int(e) + 8) for e in ev]) for t, ev in QUESTIONS["zh"]
                    if max(map(int, ev)) < 7]
         for j, (text, evidence) in enumerate(qs):
-            asked += timedelta(days=rng.choice([0.5, 3, 40, 200]))
+            gap = timedelta(days=rng.choice([0.5, 3, 40, 200]))
+            asked += timedelta(0) if asked_together and j else gap
             questions.append(Question(conv, f"q{j}", text, asked, "c" + str(j % 3),
                                       tuple(evidence)))
     card = Card(name="parity-mini", version="1", language="mixed", license="CC0-1.0",
@@ -501,3 +505,30 @@ def test_fused_kernel_breaks_ties_as_selection(tmp_path, monkeypatch):
             decided["position"] += int(((imp[1:] == imp[:-1]) & (row[1:] > row[:-1])).sum())
     assert served and all(served)
     assert all(v > 0 for v in decided.values()), decided
+
+
+@pytest.mark.skipif(not kernels.AVAILABLE, reason=kernels.WHY)
+def test_fused_kernel_on_blocks_of_questions(tmp_path, monkeypatch):
+    """Questions of a conversation asked at one time share their memories' states: the fused
+    kernel lays each conversation out as one block of questions x memories (memories that are
+    no candidate of a question are empty cells). Its picks equal the numpy path's for the 50
+    random configurations, on the blocks and on the floor's rows compacted."""
+    ds, base = _dataset(asked_together=True), _base(tmp_path)
+    shared = {"ds": ds, "base": base, "tmp": tmp_path, "replays": {}, "stores": {}}
+    fused, served = rescore._fused, []
+    monkeypatch.setattr(rescore, "_fused", lambda *a: served.append(fused(*a)) or served[-1])
+    nonempty = 0
+    for cfg in _configs(base):
+        prep = prepared(_replay(shared, cfg))
+        layout = prep.kernel_layout
+        assert len(np.unique(layout["q_col"])) < prep.n_q       # blocks of several questions
+        assert layout["cells"] > prep.n                         # with empty cells
+        monkeypatch.setattr(rescore, "KERNELS", True)
+        got = [rescore.selections(prep, cfg), rescore.selections(prep, cfg)]
+        monkeypatch.setattr(rescore, "KERNELS", False)
+        want = rescore.selections(prep, cfg)
+        for g in got:
+            assert np.array_equal(g, want), cfg.to_flat()
+        nonempty += int((want >= 0).sum())
+    assert served and all(served)
+    assert nonempty > N_CONFIGS * len(ds.questions) // 2
