@@ -130,6 +130,12 @@ def _layout(prep, at: np.ndarray, block: np.ndarray, column: np.ndarray) -> dict
     rank = np.empty(n_cells, dtype=np.int32 if n_cells < 2 ** 31 else np.int64)
     rank[o] = (np.arange(n_cells) - lq_cell[cq[o]]).astype(rank.dtype)
     out["rank"] = rank
+    # each question's cells by (event time, table position), empty cells last: the order of
+    # reverie's 'first' boost (score._first_boost's stable sort of the table's rows)
+    etime = np.full(n_cells, np.inf)
+    etime[cell] = k["event_time"][at]
+    o = np.lexsort((pos, etime, pos < 0, cq))
+    out["by_time"] = (np.arange(n_cells) - lq_cell[cq])[o].astype(rank.dtype)
     for c in _CELL:
         v = k[c]
         fill = np.nan if v.dtype.kind == "f" else -1   # intent -1: no row
@@ -139,5 +145,4 @@ def _layout(prep, at: np.ndarray, block: np.ndarray, column: np.ndarray) -> dict
     src = at[first[order]]                              # a row of each column
     for c in _COLUMN:
         out[c] = np.ascontiguousarray(k[c][src])
-    out["event_time"] = k["event_time"]
     return out

@@ -594,8 +594,8 @@ def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0
     return bad, n_first, n_perm
 
 
-def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, cos, zrank, lexical, entity, intent,
-                    c_state, c_imp, c_len, c_perm, c_mj, c_row, c_ml, c_nt, event_time, m_imp,
+def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos, zrank, lexical, entity, intent,
+                    c_state, c_imp, c_len, c_perm, c_mj, c_row, c_ml, c_nt, m_imp,
                     m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp, ip, inter,
                     limit, budget, dedup, cap, out):
     (relevance_floor, relevance_z, lexical_floor, base, elig_thr, elig_rel, w_rel, w_lex, w_imp,
@@ -672,21 +672,16 @@ def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, cos, zrank, 
                         entity[x0:x0 + n], intent[x0:x0 + n], permanent, g[0], g12, g[3],
                         g[4], g[5], g_temporal, g[8], g[9], g[10], fp, ip, t_zero, inv,
                         True, scratch, flag)          # every row's score, kept or not
-            at = np.empty(n_first, dtype=np.int64)
-            i = 0
-            for j in range(n):
+            rank = 0
+            for t in range(n):          # the question's rows by (event time, table position)
+                j = by_time[x0 + t]
                 if flag[j] & 2:
-                    at[i] = j
-                    i += 1
-            at = at[np.argsort(lpos[at])]
-            order = np.argsort(event_time[lpos[at]], kind="mergesort")
-            for rank in range(n_first):
-                j = at[order[rank]]
-                v = scratch[j] + first_boost * (1.0 - rank / n_first)
-                if not np.abs(v) < np.inf:
-                    return 1
-                if flag[j] & 1:
-                    lsc[j] = v
+                    v = scratch[j] + first_boost * (1.0 - rank / n_first)
+                    if not np.abs(v) < np.inf:
+                        return 1
+                    if flag[j] & 1:
+                        lsc[j] = v
+                    rank += 1
         if n_perm > cap:                  # the permanent cap: only the first `cap` in order
             m = 0
             for j in range(n):
@@ -770,11 +765,12 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
         ip[0] = 0
     return _reverie_select(
         k["q"], k["q_cell"], k["q_col"], k["q_width"], k["q_intent"], k["pos"], k["rank"],
+        k["by_time"],
         k["cosine"],
         k["zrank"],
         k["lexical"], k["entity_matches"], k["intent"], k["state"], k["importance"],
         k["text_len"], k["permanent"], k["max_jaccard"], k["inter_row"], k["mem_local"],
-        k["n_terms"], k["event_time"], *(memory[key] for key in MEMORY_KEYS), fp, ip,
+        k["n_terms"], *(memory[key] for key in MEMORY_KEYS), fp, ip,
         prep.inter, int(limit),
         int(cfg.selection.char_budget), float(cfg.selection.dedup_jaccard),
         int(rc.permanent_limit), out)
@@ -807,10 +803,10 @@ def warm(inter_dtype: np.dtype | type = np.uint8) -> float:
                      1, 0.5, 1, False, out, b)
         # the fused kernel on the layout's stored dtypes (memlab.tune.blocks)
         one = np.zeros(1, dtype=np.int64)
-        _reverie_select(one, one, one, np.full(1, 2), i8[:1], i64, i32, f32, i32, f32, i16, i8,
-                        i32, f32, i32, b, f64, i64, i64, i64, f64, f64, f64, b, f64, f64, f64, f64,
-                        f64, f64, np.zeros(len(_FLOATS)), np.zeros(6, np.int64), inter, 1, 1,
-                        0.5, 1, out)
+        _reverie_select(one, one, one, np.full(1, 2), i8[:1], i64, i32, i32, f32, i32, f32,
+                        i16, i8, i32, f32, i32, b, f64, i64, i64, i64, f64, f64, b, f64, f64,
+                        f64, f64, f64, f64, np.zeros(len(_FLOATS)), np.zeros(6, np.int64),
+                        inter, 1, 1, 0.5, 1, out)
     took = time.perf_counter() - t0
     stats["warmed"].append(key)
     stats["compile_s"] += took
