@@ -15,17 +15,20 @@ text length (ascending), so that
   query).
 
 A **cell** is (question, column): the table position of the row (-1 where the memory is no
-candidate of that question) and the row's per-question raw signals in their stored dtypes
-(cosine, the floor z-score's rank among the table's distinct z-scores (-1: NaN; ``z >= t``
+candidate of that question) and the row's per-question raw signals in their stored dtypes:
+cosine, the floor z-score's rank among the table's distinct z-scores (-1: NaN; ``z >= t``
 exactly where the rank is at least ``searchsorted(z_sorted, t)``), lexical overlap, entity
-matches, intent; -1 where the cell holds no row; ``q_intent`` per question, the intent of its
-rows: the kernel serves only data where a question's rows share one, as the scorer's features
-give it). Per column: the memory state,
-importance, text length, permanence, the largest Jaccard in its conversation and where its
-intersection counts are (every row of a memory holds the same values of these). A block of one
-conversation whose cells would be more than :data:`MAX_FILL` times its rows (memories asked
-about by few of its questions) is split into its questions. ``rows_layout`` lays out any set of rows question by question (each question its
-own block: the relevance floor's rows, compacted).
+matches and intent (-1 where the cell holds no row); and two orders of each question's cells,
+config-independent: ``rank``, the cell's place in (importance desc, table position asc), the
+tie order of selection (unique per question), and ``by_time``, the cells by (event time, table
+position), the order of reverie's 'first' boost. ``q_intent``: per question, the intent of its
+rows (the kernel serves only data where a question's rows share one, as the features give it).
+Per column: the memory state, importance, text length, permanence, the largest Jaccard in its
+conversation and where its intersection counts are (every row of a memory holds the same values
+of these). A block of one conversation whose cells would be more than :data:`MAX_FILL` times its
+rows (memories asked about by few of its questions) is split into its questions.
+``rows_layout`` lays out any set of rows question by question (each question its own block: the
+relevance floor's rows, compacted).
 """
 
 from __future__ import annotations

@@ -594,10 +594,10 @@ def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0
     return bad, n_first, n_perm
 
 
-def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos, zrank, lexical, entity, intent,
-                    c_state, c_imp, c_len, c_perm, c_mj, c_row, c_ml, c_nt, m_imp,
-                    m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp, ip, inter,
-                    limit, budget, dedup, cap, out):
+def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos, zrank,
+                    lexical, entity, intent, c_state, c_imp, c_len, c_perm, c_mj, c_row, c_ml,
+                    c_nt, m_imp, m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp,
+                    ip, inter, limit, budget, dedup, cap, out):
     (relevance_floor, relevance_z, lexical_floor, base, elig_thr, elig_rel, w_rel, w_lex, w_imp,
      w_freq, w_temp, w_emo, resident_cap, cue_factor, cue_cap, ent_each, ent_cap, window,
      intent_boost, first_boost) = (fp[0], fp[1], fp[2], fp[3], fp[4], fp[5], fp[6], fp[7],

@@ -343,11 +343,13 @@ class Prepared:
 
     @cached_property
     def kernel_values(self) -> dict[str, np.ndarray]:
-        """Per table row, what the fused kernel reads, in the stored dtypes (float32, int8,
-        int16, int32: half the bytes or less of the converted ones, and the same values once
-        converted back): the floor z-score's rank in :attr:`z_sorted` (int32, -1 for NaN: ``z >= t``
-        where the rank is at least ``searchsorted(z_sorted, t)``), the memory state as int32 (int64 past
-        2^31 states), permanence and the largest Jaccard in the conversation."""
+        """Per table row, what the fused kernel's layout (:mod:`memlab.tune.blocks`) is made
+        of, in the stored dtypes (float32, int8, int16, int32: half the bytes or less of the
+        converted ones, and the same values once converted back): the floor z-score's rank in
+        :attr:`z_sorted` (int32, -1 for NaN: ``z >= t`` where the rank is at least
+        ``searchsorted(z_sorted, t)``), the memory state as int32 (int64 past 2^31 states),
+        permanence, the largest Jaccard in the conversation and where its intersection counts
+        are (:meth:`jaccard`)."""
         out = {}
         for c in ("cosine", "lexical", "entity_matches", "intent", "importance", "text_len",
                   "event_time"):
