@@ -531,7 +531,7 @@ def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, cr
 
 
 def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0, g12, g3, g4,
-                g5, g_temporal, g8, g9, g10, fp, ip, t_zero, inv, raw, lsc, flag):
+                g5, g_temporal, g8, g9, g10, fp, ip, t_zero, inv, raw, rel, lsc, flag):
     """Reverie's score of each of a question's rows (``lsc``; ``flag`` 1: kept, relevant and
     eligible; 2: relevant in a 'first' question), from its raw signals (views of the question's
     rows; ``present`` >= 0 where a cell holds a row) and its memory states' factors ``g0..g10``
@@ -553,10 +553,9 @@ def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0
     historical = (q_intent & INTENT_HISTORICAL) != 0
     no_temporal = not ((recency_mode != 0) | recent | historical)   # the temporal term: 0
     direction = (1.0 if recent else 0.0) - (1.0 if historical else 0.0)
-    bad = False
     n_first = 0
     n_perm = 0
-    for j in range(n):
+    for j in range(n):          # the floor, relevance and the gate
         c = np.float64(cos[j])
         relevant = (present[j] >= 0) & (
             (floor_mode == 0) | ((floor_mode == 1) & (c >= relevance_floor))
@@ -566,6 +565,15 @@ def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0
         relevance = (x - base) / inv
         relevance = 0.0 if relevance < 0.0 else (1.0 if relevance > 1.0 else relevance)
         eligible = (g0[j] != 0.0) | (relevance >= elig_rel)
+        kept = relevant & eligible
+        scored_first = relevant & first_r
+        n_first += scored_first
+        n_perm += kept & permanent[j]
+        rel[j] = relevance
+        flag[j] = np.uint8(kept) | (np.uint8(scored_first) << np.uint8(1))
+    bad = False
+    for j in range(n):          # the score, term by term
+        relevance = rel[j]
         temporal = t_zero if no_temporal else g_temporal[j]
         f12 = g12[j]
         rel_eff = relevance if governance != 0 else relevance * f12
@@ -584,13 +592,9 @@ def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0
         total = total + cue
         total = total + ent
         total = total + intent_t
-        kept = relevant & eligible
-        scored_first = relevant & first_r
-        bad |= (kept | scored_first) & (not np.abs(total) < np.inf)
-        n_first += scored_first
-        n_perm += kept & permanent[j]
-        lsc[j] = total if kept | raw else -np.inf
-        flag[j] = np.uint8(kept) | (np.uint8(scored_first) << np.uint8(1))
+        f = flag[j]
+        bad |= (f != 0) & (not np.abs(total) < np.inf)
+        lsc[j] = total if ((f & 1) != 0) | raw else -np.inf
     return bad, n_first, n_perm
 
 
@@ -631,6 +635,7 @@ def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos
     for iq in range(lq.size):
         widest = max(widest, q_width[iq])
     lsc = np.empty(widest, dtype=np.float64)       # a question's scores, in its cells' order
+    rel = np.empty(widest, dtype=np.float64)       # and relevances
     flag = np.empty(widest, dtype=np.uint8)        # 1: kept (relevant, eligible); 2: 'first'
     ts = np.empty(2 * widest, dtype=np.float64)     # the walk's tree: keys of its nodes
     tk = np.empty(2 * widest, dtype=np.int64)
@@ -664,14 +669,14 @@ def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos
         bad, n_first, n_perm = _score_rows(
             n, it, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n], entity[x0:x0 + n],
             intent[x0:x0 + n], permanent, g[0], g12, g[3], g[4], g[5], g_temporal, g[8],
-            g[9], g[10], fp, ip, t_zero, inv, False, lsc, flag)
+            g[9], g[10], fp, ip, t_zero, inv, False, rel, lsc, flag)
         if bad:
             return 1
         if boost and n_first:            # score._first_boost: by event time, table order on ties
             _score_rows(n, it, cos[x0:x0 + n], zrank[x0:x0 + n], lexical[x0:x0 + n],
                         entity[x0:x0 + n], intent[x0:x0 + n], permanent, g[0], g12, g[3],
                         g[4], g[5], g_temporal, g[8], g[9], g[10], fp, ip, t_zero, inv,
-                        True, scratch, flag)          # every row's score, kept or not
+                        True, rel, scratch, flag)     # every row's score, kept or not
             rank = 0
             for t in range(n):          # the question's rows by (event time, table position)
                 j = by_time[x0 + t]
