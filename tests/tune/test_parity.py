@@ -459,6 +459,18 @@ def test_compacted_floor_rows_select_the_same(world, monkeypatch):
     assert served > N_CONFIGS                  # most draws have a floor (absolute 0 has none)
 
 
+def _fused_equals_numpy(prep, cfg, monkeypatch) -> np.ndarray:
+    """Asserts that the fused kernel's picks, twice (its own floor pass, then the floor's rows
+    compacted), equal the numpy path's; returns those."""
+    monkeypatch.setattr(rescore, "KERNELS", True)
+    got = [rescore.selections(prep, cfg), rescore.selections(prep, cfg)]
+    monkeypatch.setattr(rescore, "KERNELS", False)
+    want = rescore.selections(prep, cfg)
+    for g in got:
+        assert np.array_equal(g, want), cfg.to_flat()
+    return want
+
+
 #: Score terms zeroed so that kept rows tie: every score 0 (importance, then table position
 #: order them), or only importance weighed (table position orders equal importances).
 _TIES = ({"fusion.relevance": 0.0, "fusion.lexical": 0.0, "fusion.importance": 0.0,
@@ -488,12 +500,7 @@ def test_fused_kernel_breaks_ties_as_selection(tmp_path, monkeypatch):
         jaccards = np.unique(prep.jac[(prep.jac > 0.2) & (prep.jac < 1.0)])
         cfg = cfg.replace(**_TIES[i % 2],
                           **{"selection.dedup_jaccard": float(rng.choice(jaccards))})
-        monkeypatch.setattr(rescore, "KERNELS", True)
-        got = [rescore.selections(prep, cfg), rescore.selections(prep, cfg)]
-        monkeypatch.setattr(rescore, "KERNELS", False)
-        want = rescore.selections(prep, cfg)
-        for g in got:
-            assert np.array_equal(g, want), cfg.to_flat()
+        want = _fused_equals_numpy(prep, cfg, monkeypatch)
         above = cfg.replace(**{"selection.dedup_jaccard": float(np.nextafter(
             cfg.selection.dedup_jaccard, 2.0))})
         decided["dedup at the threshold"] += int(
@@ -523,12 +530,7 @@ def test_fused_kernel_on_blocks_of_questions(tmp_path, monkeypatch):
         layout = prep.kernel_layout
         assert len(np.unique(layout["q_col"])) < prep.n_q       # blocks of several questions
         assert layout["cells"] > prep.n                         # with empty cells
-        monkeypatch.setattr(rescore, "KERNELS", True)
-        got = [rescore.selections(prep, cfg), rescore.selections(prep, cfg)]
-        monkeypatch.setattr(rescore, "KERNELS", False)
-        want = rescore.selections(prep, cfg)
-        for g in got:
-            assert np.array_equal(g, want), cfg.to_flat()
+        want = _fused_equals_numpy(prep, cfg, monkeypatch)
         nonempty += int((want >= 0).sum())
     assert served and all(served)
     assert nonempty > N_CONFIGS * len(ds.questions) // 2
