@@ -499,8 +499,15 @@ def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, cr
     m = c
     while count < limit:
         left = budget - used
-        while m > 0 and klen[m - 1] > left:
-            m -= 1
+        if klen[m - 1] > left:          # the prefix that fits shrinks: binary search
+            lo, hi = 0, m - 1           # klen[hi] > left; the answer is in [lo, hi]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if klen[mid] > left:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            m = lo
         if m == 0:
             break
         i = leaf[tk[1]]                 # the first of all: the prefix's too if it fits
