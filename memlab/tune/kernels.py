@@ -401,6 +401,10 @@ def _select_runs(pos, sc, qid, importance, permanent, text_len, use_jac, jac, in
 
 
 # -- reverie: floor, gate, score and selection fused per question ---------------------------------
+#: The walk's tree keys hold a leaf's index in their low bits: questions of at most 2^LEAF_BITS
+#: cells (more: the numpy path).
+LEAF_BITS = 24
+LEAF_MASK = (1 << LEAF_BITS) - 1
 #: Values per memory state in the fused kernel's table (see _reverie_select).
 _MS = 11
 
@@ -414,12 +418,13 @@ def _tree_build(ts, tk, n, lsc, rank, kidx):
     """The tournament tree of the rows ``kidx[:n]`` of one question (a bottom-up segment tree:
     leaf ``i`` at ``n + i``, node ``i`` over ``2i`` and ``2i + 1``, the root at 1), each node's
     key (score ``lsc``, tie rank ``rank``: the row's place in (importance desc, table position
-    asc), unique within the question) the key of its subtree's first row in selection's
-    order."""
+    asc), unique within the question) the key of its subtree's first row in selection's order.
+    The tie key holds the leaf too: ``rank << LEAF_BITS | i`` (ordered by the rank alone, since
+    ranks are unique; the leaf is its low bits)."""
     for i in range(n):
         j = kidx[i]
         ts[n + i] = lsc[j]
-        tk[n + i] = rank[j]
+        tk[n + i] = (np.int64(rank[j]) << LEAF_BITS) | i
     for i in range(n - 1, 0, -1):
         _tree_fix(ts, tk, i)
 
@@ -472,7 +477,7 @@ def _tree_drop(ts, tk, n, j):
         i >>= 1
 
 
-def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, crow, cml, cnt,
+def _tree_walk(n, q, ts, tk, kidx, klen, lpos, lsc, rank, ltl, max_jac, crow, cml, cnt,
                chosen, inter, limit, budget, dedup, out):
     """Selection's walk (module docstring, step 3) over one question's rows, local ``0..n-1``
     in text-length order (``ltl`` ascending; ``lsc`` -inf for a row that is no candidate;
@@ -491,8 +496,6 @@ def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, cr
         c += lsc[j] > -np.inf
     if c == 0:
         return
-    for i in range(c):
-        leaf[rank[kidx[i]]] = i
     _tree_build(ts, tk, c, lsc, rank, kidx)
     count = 0
     used = 0
@@ -510,12 +513,12 @@ def _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, rank, ltl, max_jac, cr
             m = lo
         if m == 0:
             break
-        i = leaf[tk[1]]                 # the first of all: the prefix's too if it fits
+        i = tk[1] & LEAF_MASK           # the first of all: the prefix's too if it fits
         if i < m:
             top = ts[1]
         else:
             top, key = _tree_best(ts, tk, c, m)
-            i = leaf[key]
+            i = key & LEAF_MASK
         if top == -np.inf:
             break
         w = kidx[i]
@@ -646,7 +649,6 @@ def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos
     flag = np.empty(widest, dtype=np.uint8)        # 1: kept (relevant, eligible); 2: 'first'
     ts = np.empty(2 * widest, dtype=np.float64)     # the walk's tree: keys of its nodes
     tk = np.empty(2 * widest, dtype=np.int64)
-    leaf = np.empty(widest, dtype=np.int64)
     kidx = np.empty(widest, dtype=np.int64)
     klen = np.empty(widest, dtype=np.int64)
     work = np.empty(widest, dtype=np.int64)
@@ -703,7 +705,7 @@ def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos
             _sort_run(work, m, lpos, lsc, limp, scratch)
             for t in range(cap, m):
                 lsc[work[t]] = -np.inf
-        _tree_walk(n, q, ts, tk, leaf, kidx, klen, lpos, lsc, tie[x0:x0 + n], ltl,
+        _tree_walk(n, q, ts, tk, kidx, klen, lpos, lsc, tie[x0:x0 + n], ltl,
                    c_mj[c0:c0 + n], c_row[c0:c0 + n], c_ml[c0:c0 + n], c_nt[c0:c0 + n], chosen,
                    inter, limit, budget, dedup, out)
     return 0
@@ -767,7 +769,7 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
                    np.searchsorted(prep.z_sorted, rc.relevance_z, side="left")],
                   dtype=np.int64)
     k = prep.kernel_layout
-    if not k["intent_per_question"]:
+    if not k["intent_per_question"] or k["q_width"].max(initial=0) > LEAF_MASK:
         return 1
     floor = (floor_mode, rc.relevance_floor if floor_mode == 1 else rc.relevance_z,
              rc.lexical_floor)
