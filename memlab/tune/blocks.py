@@ -79,7 +79,7 @@ def rows_layout(prep, at: np.ndarray) -> dict[str, Any]:
     return _layout(prep, at, prep.qid[at], np.arange(at.size, dtype=np.int64))
 
 
-def slot_of(lq: np.ndarray, qid: np.ndarray) -> np.ndarray:
+def _slot_of(lq: np.ndarray, qid: np.ndarray) -> np.ndarray:
     """Each of ``qid``'s place in the layout's questions ``lq``."""
     slot = np.empty(int(max(lq.max(initial=-1), qid.max(initial=-1))) + 1, dtype=np.int64)
     slot[lq] = np.arange(lq.size)
@@ -110,13 +110,13 @@ def _layout(prep, at: np.ndarray, block: np.ndarray, column: np.ndarray) -> dict
     lq, lq_block = qs[q_order], q_block[q_order]
     lq_width = width[lq_block]
     lq_cell = np.r_[0, np.cumsum(lq_width)[:-1]].astype(np.int64)
-    cell = lq_cell[slot_of(lq, qid)] + within
+    slot = _slot_of(lq, qid)
+    cell = lq_cell[slot] + within
     n_cells = int(lq_width.sum())
     intent = k["intent"][at]
     q_intent = intent[q_first][q_order]
     out: dict[str, Any] = {"q": lq.astype(np.int64), "q_cell": lq_cell, "q_intent": q_intent,
-                           "intent_per_question": bool((intent == q_intent[slot_of(lq, qid)])
-                                                       .all()),
+                           "intent_per_question": bool((intent == q_intent[slot]).all()),
                            "q_col": col_start[lq_block].astype(np.int64),
                            "q_width": lq_width.astype(np.int64), "cells": n_cells,
                            "columns": int(order.size)}
@@ -126,9 +126,8 @@ def _layout(prep, at: np.ndarray, block: np.ndarray, column: np.ndarray) -> dict
     # each cell's place in (importance desc, table position asc) within its question, absent
     # cells after the rest: selection's tie order, unique per question
     cq = np.repeat(np.arange(lq.size), lq_width)
-    imp = k["importance"][at][np.argsort(cell)]   # present cells, by cell index
     cell_imp = np.zeros(n_cells, dtype=np.float64)
-    cell_imp[np.sort(cell)] = imp
+    cell_imp[cell] = k["importance"][at]
     o = np.lexsort((pos, -cell_imp, pos < 0, cq))
     rank = np.empty(n_cells, dtype=np.int32 if n_cells < 2 ** 31 else np.int64)
     rank[o] = (np.arange(n_cells) - lq_cell[cq[o]]).astype(rank.dtype)

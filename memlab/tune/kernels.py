@@ -439,11 +439,8 @@ def _tree_fix(ts, tk, i):
 
 
 def _tree_best(ts, tk, n, m):
-    """The key (score, tie rank) of the first of leaves ``0..m-1`` (1 <= m <= n) in
-    selection's order: the root's when m = n, else from the prefix's covering nodes (selects,
-    no branch on the values)."""
-    if m == n:
-        return ts[1], tk[1]
+    """The key (score, tie key) of the first of leaves ``0..m-1`` (1 <= m < n) in selection's
+    order, from the prefix's covering nodes (selects, no branch on the values)."""
     lo = n
     hi = n + m
     top = -np.inf
@@ -524,12 +521,8 @@ def _tree_walk(n, q, ts, tk, kidx, klen, lpos, lsc, rank, ltl, max_jac, crow, cm
         w = kidx[i]
         duplicate = False
         if max_jac[w] >= dedup:
-            col, terms = cml[w], cnt[w]
             for t in range(count):
-                a = chosen[t]
-                x = np.float64(inter[crow[a] + col])
-                union = np.float64(cnt[a] + terms) - x
-                if (x / union if union > 0 else 0.0) >= dedup:
+                if _jaccard(chosen[t], w, False, _EMPTY_F, inter, crow, cml, cnt) >= dedup:
                     duplicate = True
                     break
         if not duplicate:
@@ -612,13 +605,11 @@ def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos
                     lexical, entity, intent, c_state, c_imp, c_len, c_perm, c_mj, c_row, c_ml,
                     c_nt, m_imp, m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp,
                     ip, inter, limit, budget, dedup, cap, out):
-    (relevance_floor, relevance_z, lexical_floor, base, elig_thr, elig_rel, w_rel, w_lex, w_imp,
-     w_freq, w_temp, w_emo, resident_cap, cue_factor, cue_cap, ent_each, ent_cap, window,
-     intent_boost, first_boost) = (fp[0], fp[1], fp[2], fp[3], fp[4], fp[5], fp[6], fp[7],
-                                   fp[8], fp[9], fp[10], fp[11], fp[12], fp[13], fp[14],
-                                   fp[15], fp[16], fp[17], fp[18], fp[19])
-    floor_mode, recency_mode, governance, entity_on, temporal_on = ip[0], ip[1], ip[2], ip[3], \
-        ip[4]
+    # the floor's, relevance's and the per-row terms' parameters are read by _score_rows
+    base, elig_thr, w_imp, w_freq, w_temp, w_emo, resident_cap = (fp[3], fp[4], fp[8], fp[9],
+                                                                  fp[10], fp[11], fp[12])
+    window, intent_boost, first_boost = fp[17], fp[18], fp[19]
+    recency_mode, governance, temporal_on = ip[1], ip[2], ip[4]
     # per memory state, once: the gate and the state's factors of each term (the products the
     # per-row formula takes, the same IEEE operations on the same operands), side by side
     n_s = m_ret.size
@@ -779,15 +770,11 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
         ip[0] = 0
     return _reverie_select(
         k["q"], k["q_cell"], k["q_col"], k["q_width"], k["q_intent"], k["pos"], k["rank"],
-        k["by_time"],
-        k["cosine"],
-        k["zrank"],
-        k["lexical"], k["entity_matches"], k["intent"], k["state"], k["importance"],
-        k["text_len"], k["permanent"], k["max_jaccard"], k["inter_row"], k["mem_local"],
-        k["n_terms"], *(memory[key] for key in MEMORY_KEYS), fp, ip,
-        prep.inter, int(limit),
-        int(cfg.selection.char_budget), float(cfg.selection.dedup_jaccard),
-        int(rc.permanent_limit), out)
+        k["by_time"], k["cosine"], k["zrank"], k["lexical"], k["entity_matches"], k["intent"],
+        k["state"], k["importance"], k["text_len"], k["permanent"], k["max_jaccard"],
+        k["inter_row"], k["mem_local"], k["n_terms"], *(memory[key] for key in MEMORY_KEYS),
+        fp, ip, prep.inter, int(limit), int(cfg.selection.char_budget),
+        float(cfg.selection.dedup_jaccard), int(rc.permanent_limit), out)
 
 
 _EMPTY_F = np.zeros(0, dtype=np.float64)
