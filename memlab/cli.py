@@ -310,6 +310,7 @@ def fit_cmd(
     import pandas as pd
 
     from memlab.bench.datasets import registry
+    from memlab.bench.environment import environment, environment_line
     from memlab.bench.run import replay_cached, resolve_preset
     from memlab.embed import make_embedder
     from memlab.recall.learned import save_model
@@ -329,9 +330,11 @@ def fit_cmd(
         embedder = make_embedder(cfg) if cfg.recall.use_dense else None
         rep = replay_cached(ds, cfg, embedder=embedder, progress=not quiet)
         report["questions"] = int(len(rep.questions))
+        report["environment"] = env = environment(embedder=embedder,
+                                                  threads=cfg.embedding.threads)
         header = (f"memlab fit --dataset {dataset} --preset {preset} --model {model} --method "
                   f"{method} --seed {seed}\nlearned on {ds.card.name} {ds.card.version} "
-                  f"({ds.content_hash()[:12]}), every question")
+                  f"({ds.content_hash()[:12]}), every question\n{environment_line(env)}")
         if model == "linear":
             lin = F.fit_linear(F.build_design(rep, cfg), cfg, method=method, seed=seed)
             pd.set_option("display.width", 160)
@@ -352,7 +355,7 @@ def fit_cmd(
             if out is not None:
                 save_model(hgb, out, features=feats, trained=counts,
                            dataset={"name": ds.card.name, "version": ds.card.version,
-                                    "content_hash": ds.content_hash()})
+                                    "content_hash": ds.content_hash()}, environment=env)
         if out is not None:
             report["out"] = str(out)
             typer.echo(f"wrote {out}")

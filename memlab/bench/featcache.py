@@ -90,6 +90,9 @@ def code_digest() -> str:
 
 
 def cache_key(ds: Dataset, cfg: MemlabConfig, embedder_version: str) -> dict[str, Any]:
+    """What an entry depends on. ``embedder_version``: the embedder's version and this machine's
+    numerics fingerprint (:func:`memlab.embed.numerics.numerics_key`), so that raw signals
+    replayed on another machine (whose vectors differ by ~1e-3) are never read here."""
     return {"format": FORMAT, "dataset": ds.card.name, "dataset_version": ds.card.version,
             "dataset_hash": ds.content_hash(), "embedder": embedder_version,
             "features": features_key(cfg), "memlab": __version__, "code": code_digest()}

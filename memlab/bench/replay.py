@@ -29,7 +29,8 @@ from memlab.clock import ReplayClock
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder
 from memlab.errors import ConfigError, DatasetError, InvalidInput
-from memlab.recall.background import background_for
+from memlab.embed.numerics import numerics_key
+from memlab.recall.background import REPLACED, background_for
 from memlab.recall.features import Features, empty_table
 from memlab.recall.tree import tree_distance_column
 from memlab.write.importance import score_importance
@@ -193,7 +194,7 @@ def embed_all(texts: Sequence[str], *, embedder: Embedder, cache, query: bool,
     """Vectors of ``texts`` (unique texts embedded once), through the embedding cache.
     ``progress``: a progress bar when more than one batch is embedded."""
     uniq = list(dict.fromkeys(texts))
-    key = embedder.version + ("|query" if query else "|doc")
+    key = numerics_key(embedder) + ("|query" if query else "|doc")   # this machine's vectors
     found = cache.get_many(key, uniq)
     missing = [i for i in range(len(uniq)) if i not in found]
     if missing:
@@ -235,7 +236,11 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
             cfg.recall, version=embedder.version,
             embed=lambda texts, query: embed_all(
                 texts, embedder=embedder, cache=cache, query=query,
-                batch_size=cfg.embedding.batch_size, desc="embed background", progress=progress))
+                batch_size=cfg.embedding.batch_size, desc="embed background", progress=progress),
+            live=lambda texts, query: (embedder.embed_queries if query
+                                       else embedder.embed_documents)(texts))
+        if background.replaced:
+            counts[REPLACED] += 1
         doc_vecs = embed_all([t for c in ds.conversations() for t in rendered[c]],
                              embedder=embedder, cache=cache, query=False,
                              batch_size=cfg.embedding.batch_size, desc="embed items",

@@ -21,10 +21,12 @@ import pandas as pd
 from memlab.bench import metrics as M
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
+from memlab.bench.environment import environment, environment_line
 from memlab.bench.featcache import cached_replay, features_key  # noqa: F401 (features_key: public here too)
 from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
 from memlab.bench.significance import compare_with_config, format_p
 from memlab.config import MemlabConfig, describe
+from memlab.embed.numerics import numerics_key
 from memlab.errors import ConfigError, DatasetError, EmbeddingUnavailable, InvalidInput
 from memlab.recall.score import score as score_table
 from memlab.recall.features import n_rows
@@ -120,6 +122,8 @@ class BenchOutcome:
     embedder_version: str
     significance: pd.DataFrame | None = None   # significance.compare_presets: vs the first preset
     vram: Any = None   # memlab.bench.vramgate.BenchVRAM: the gate the run's models went through
+    #: where it ran (memlab.bench.environment): versions, commit, CPU, embedder numerics
+    environment: dict[str, Any] | None = None
 
     def significance_json(self) -> dict[str, Any] | None:
         """The paired tests against the first preset: settings, then per preset and metric the
@@ -176,6 +180,7 @@ class BenchOutcome:
             "abstention": pick(abst),
             "significance": self.significance_json(),
             "vram": self.vram.to_json() if self.vram is not None else None,
+            "environment": self.environment,
         }
 
 
@@ -200,7 +205,8 @@ def replay_cached(ds: Dataset, cfg: MemlabConfig, *, embedder, cache=None,
     cache = open_cache(cfg) if own else cache
     try:
         return cached_replay(
-            ds, cfg=cfg, embedder_version=embedder.version if embedder is not None else "none",
+            ds, cfg=cfg,
+            embedder_version=numerics_key(embedder) if embedder is not None else "none",
             replay_fn=lambda: replay(ds, cfg=cfg, embedder=embedder, cache=cache,
                                      progress=progress))
     finally:
@@ -339,7 +345,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     timings["peak_rss_mb"] = _peak_rss_mb()
     return BenchOutcome(ds, results, timings, counts,
                         embedder.version if embedder is not None else no_embedder, significance,
-                        vram)
+                        vram, environment(embedder=embedder, threads=base.embedding.threads))
 
 
 def _rejected_lines(rejected: Sequence[str], *, show: int = 10) -> list[str]:
@@ -459,4 +465,6 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
     lines += ["", "timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()
                                              if k != "peak_rss_mb")
               + f"; peak memory {t.get('peak_rss_mb', 0):.0f} MB"]
+    if out.environment is not None:
+        lines.append(environment_line(out.environment))
     return "\n".join(lines)

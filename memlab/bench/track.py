@@ -6,6 +6,7 @@ import logging
 import math
 from pathlib import Path
 
+from memlab.bench.environment import environment_tags
 from memlab.bench.run import REPO_ROOT, BenchOutcome
 from memlab.bench.tracking import (dataset_tags, log_run, metrics_from_aggregate,
                                    provenance_tags, resolve_tracking_uri)
@@ -15,7 +16,8 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
                   experiment: str) -> dict[str, dict[str, str]]:
     """params = the flat config; metrics overall and per category (and session level, and
     abstention overall and per question language); tags =
-    dataset name, version and content hash, memlab version, git commit, embedder; artifacts = the
+    dataset name, version and content hash, memlab version, git commit, embedder, and the
+    environment block as ``memlab.env.*`` (:mod:`memlab.bench.environment`); artifacts = the
     config YAML, per-query rankings, the recall@k curve and the per-category bars.
 
     Compared presets: every run but the first preset's also gets the paired test against the
@@ -31,7 +33,8 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
     ds = out.dataset
     tags = {**dataset_tags(name=ds.card.name, version=ds.card.version,
                            content_hash=ds.content_hash()),
-            **provenance_tags(repo_dir=REPO_ROOT), "memlab.embedder": out.embedder_version}
+            **provenance_tags(repo_dir=REPO_ROOT), "memlab.embedder": out.embedder_version,
+            **(environment_tags(out.environment) if out.environment else {})}
     timing_metrics = {f"time_{k}": float(v) for k, v in out.timings.items()}
     vram_files: dict[str, Path] = {}
     vram_metrics: dict[str, float] = {}

@@ -27,17 +27,14 @@ runs. The client API used here prints no run URLs.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import json
 import logging
 import os
 import posixpath
 import re
 import shutil
-import subprocess
 import tempfile
 import time
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from memlab.bench.environment import git_commit, memlab_version  # noqa: F401 (public here too)
 from memlab.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -379,38 +377,10 @@ def log_run(*, experiment: str, run_name: str, params: Mapping[str, Any],
 
 
 # --------------------------------------------------------------------------- provenance
-def git_commit(repo_dir: Path, *, timeout_s: float = 10.0) -> str | None:
-    """``git rev-parse HEAD`` in ``repo_dir``; None when it is not a git work tree or git is
-    not installed. A ``repo_dir`` that is not a folder is an error."""
-    repo = Path(repo_dir)
-    if not repo.is_dir():
-        raise InvalidInput("repo_dir", "must be an existing folder", str(repo_dir))
-    try:
-        done = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "HEAD"],
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
-    except FileNotFoundError:
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
-
-
 def dataset_tags(*, name: str, version: str, content_hash: str) -> dict[str, str]:
     """Tags that identify the dataset a run used."""
     return {"memlab.dataset.name": name, "memlab.dataset.version": str(version),
             "memlab.dataset.hash": content_hash}
-
-
-def memlab_version() -> str | None:
-    """The installed distribution's version, else the checkout's pyproject.toml, else None."""
-    try:
-        return importlib.metadata.version("memlab")
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    if not pyproject.is_file():
-        return None
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
-    return project.get("version") if project.get("name") == "memlab" else None
 
 
 def provenance_tags(*, repo_dir: Path | None = None) -> dict[str, str]:

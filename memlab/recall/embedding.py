@@ -16,7 +16,8 @@ import numpy as np
 
 from memlab.config import MemlabConfig
 from memlab.errors import EmbeddingUnavailable
-from memlab.recall.background import Background, background_for, load_texts, missing_cache_rows
+from memlab.recall.background import (REPLACED, Background, background_for, load_texts,
+                                      missing_cache_rows)
 from memlab.store import Store
 from memlab.store.cache import FreshVectors
 
@@ -127,8 +128,7 @@ class EmbeddingAccess:
         then degrades to lexical (logged once, counted, noted)."""
         if self.bg is None and self.embedder is not None:
             try:
-                self.bg = background_for(self.config.recall, version=self.embedder.version,
-                                         embed=self.lookup)
+                self._load_background()
             except EmbeddingUnavailable as exc:
                 what = self.degraded(f"lexical recall only: background sample not embedded "
                                      f"({exc})")
@@ -145,12 +145,25 @@ class EmbeddingAccess:
             return []
         if self.bg is None:
             try:
-                self.bg = background_for(self.config.recall, version=self.embedder.version,
-                                         embed=self.lookup)
+                self._load_background()
             except EmbeddingUnavailable:
                 self.bg_cached = True   # not retried at every add; recall notes it
                 return []
         return missing_cache_rows(self.bg, load_texts(self.config.recall), self.store.embeddings)
+
+    def _load_background(self) -> None:
+        """:func:`background_for` through the store's cache, packaged vectors probed by the
+        embedder itself (never the cache: it may hold another machine's vectors); a replaced
+        packaged sample counted in ``stats`` (:data:`REPLACED`)."""
+        self.bg = background_for(self.config.recall, version=self.embedder.version,
+                                 embed=self.lookup, live=self.live)
+        if self.bg.replaced:
+            self.stats[REPLACED] += 1
+
+    def live(self, texts: list[str], query: bool) -> np.ndarray:
+        """The embedder's vectors of ``texts``, not through any cache."""
+        fn = self.embedder.embed_queries if query else self.embedder.embed_documents
+        return self.embed(fn, texts)
 
     def lookup(self, texts: list[str], query: bool) -> np.ndarray:
         """The embedder's vectors of ``texts`` through the store's cache, read only."""

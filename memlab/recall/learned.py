@@ -80,7 +80,8 @@ def _sklearn_minor() -> str:
 
 def save_model(model: Any, path: str | Path, *, features: tuple[str, ...] | list[str],
                dataset: Mapping[str, Any] | None = None,
-               trained: Mapping[str, Any] | None = None) -> Path:
+               trained: Mapping[str, Any] | None = None,
+               environment: Mapping[str, Any] | None = None) -> Path:
     """Write ``model`` (fitted on ``features``, in that order) and its manifest as one skops file.
     Written beside and renamed into place, so a reader never sees half a file."""
     import sklearn
@@ -91,7 +92,7 @@ def save_model(model: Any, path: str | Path, *, features: tuple[str, ...] | list
         raise ConfigError(KEY, "feature columns must be raw-signal columns", unknown[0])
     manifest = {"format": FORMAT, "features": list(features), "memlab": __version__,
                 "sklearn": sklearn.__version__, "dataset": dict(dataset or {}),
-                "trained": dict(trained or {})}
+                "trained": dict(trained or {}), "environment": dict(environment or {})}
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")

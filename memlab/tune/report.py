@@ -99,6 +99,8 @@ class SweepResult:
     significance: dict[str, dict[str, float]] | None = None
     #: the VRAM gate of the replay (memlab.bench.vramgate.BenchVRAM; set by the sweep; None: off)
     vram: Any = None
+    #: where it ran (memlab.bench.environment; set by the sweep)
+    environment: dict[str, Any] | None = None
 
     @classmethod
     def build(cls, study, *, spec, space: Space, objective: Objective, base: MemlabConfig,
@@ -198,6 +200,7 @@ class SweepResult:
             out["significance"] = {t: _round(v) for t, v in self.significance.items()}
         if self.paths:
             out["paths"] = dict(self.paths)
+        out["environment"] = self.environment
         return out
 
     def write(self, out_dir: str | Path) -> dict[str, str]:

@@ -24,6 +24,7 @@ import numpy as np
 
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
+from memlab.bench.environment import environment
 from memlab.bench.run import resolve_preset
 from memlab.config import MemlabConfig, describe, load_config
 from memlab.errors import InvalidInput, MemlabError
@@ -308,6 +309,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
                                storage=store, folds=result_folds)
     result.significance = _significance(result, evaluator, default_frame)
     result.vram = vram
+    result.environment = environment(embedder=emb, threads=base.embedding.threads)
     if test_dataset is not None:
         ds_b = registry.load(test_dataset, path=test_path)
         ev_b = Evaluator(ds_b, obj, embedder=emb, level=level, macro=macro_categories,

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from memlab.bench.run import REPO_ROOT
+from memlab.bench.environment import environment_tags
 from memlab.bench.tracking import log_run, provenance_tags, resolve_tracking_uri
 from memlab.tune import plots
 from memlab.tune.report import SweepResult
@@ -46,7 +47,8 @@ def track_sweep(result: SweepResult, *, tracking_uri: str | None,
     s = result.settings
     tags = {"memlab.dataset.name": s["dataset"], "memlab.dataset.hash": s["dataset_hash"],
             "memlab.kind": "sweep", "memlab.study": result.study.study_name,
-            **provenance_tags(repo_dir=REPO_ROOT)}
+            **provenance_tags(repo_dir=REPO_ROOT),
+            **(environment_tags(result.environment) if result.environment else {})}
     metrics = {**_flat_metrics("default_", result.default)}
     if result.best is not None:
         metrics.update(_flat_metrics("best_", result.best["values"]))

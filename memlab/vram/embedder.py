@@ -81,6 +81,7 @@ class GatedEmbedder:
         self.gate, self.model_id = gate, model_id
         self.name = getattr(like, "name", type(like).__name__)
         self.version, self.dim = like.version, like.dim
+        self.device = str(getattr(like, "device", "cpu"))
         self.truncated = 0
 
     def _encode(self, method: str, texts: Sequence[str]) -> np.ndarray:

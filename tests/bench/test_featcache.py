@@ -12,6 +12,7 @@ import pytest
 
 from memlab.bench import featcache as FC
 from memlab.bench.run import run_bench
+from memlab.embed.numerics import PROBE
 
 
 def _run(folder, cfg, embedder, **kw):
@@ -29,12 +30,15 @@ def test_a_second_bench_with_the_same_key_does_no_replay(tiny_bench_folder, hash
     first = _run(tiny_bench_folder, hashing_cfg, counting_embedder)
     assert first.counts["feature_cache_hit"] == 0 and len(_entries(hashing_cfg)) == 1
     counting_embedder.documents.clear(), counting_embedder.queries.clear()
-    # a score-stage change (another scorer) shares the key: read back, nothing embedded or replayed
+    # a score-stage change (another scorer) shares the key: read back, nothing of the dataset
+    # embedded, no replay; only the numerics probe (memlab.embed.numerics: the key holds this
+    # machine's fingerprint, checked by every run)
     second = _run(tiny_bench_folder, hashing_cfg.replace(**{"fusion.scorer": "rrf"}),
                   counting_embedder)
     third = _run(tiny_bench_folder, hashing_cfg, counting_embedder)
     assert second.counts["feature_cache_hit"] == third.counts["feature_cache_hit"] == 1
     assert counting_embedder.documents == [] and counting_embedder.queries == []
+    assert set(counting_embedder.probes) == set(PROBE)
     assert "feature_cache_load" in third.timings and "recall" not in third.timings
     assert third.to_json()["metrics"] == first.to_json()["metrics"]
     pd.testing.assert_frame_equal(third.results[0].per_query, first.results[0].per_query)

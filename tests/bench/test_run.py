@@ -19,7 +19,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import ConfigError
 
 REPORT_KEYS = {"dataset", "config", "presets", "embedder", "metrics", "per_category", "ranking",
-               "timings", "counts", "abstention", "significance", "vram"}
+               "timings", "counts", "abstention", "significance", "vram", "environment"}
 NDCG_RANK2 = 1 / math.log2(3)  # one gold item at rank 2
 
 

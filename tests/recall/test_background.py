@@ -243,17 +243,157 @@ def test_the_packaged_vectors_are_of_the_shipped_sample_and_the_default_embedder
 
 
 @pytest.mark.slow
-def test_the_packaged_vectors_equal_what_the_default_embedder_gives():
+def test_this_machines_embedder_agrees_with_the_packaged_vectors_within_the_tolerance():
+    """The promise across CPUs: the default embedder on this machine is within
+    recall.background_tolerance of the packaged vectors (made on another CPU family: 0.0030 apart
+    at most on the whole sample between AMD EPYC and Intel Xeon), so they are used as they are."""
     from memlab.embed import make_embedder
 
-    emb = make_embedder(MemlabConfig())
-    texts = B.load_texts(MemlabConfig().recall)
-    bg = B.packaged(emb.version, B.sample_digest(texts))
-    for i, lang in enumerate(B.LANGUAGES):
-        pick = list(range(0, len(texts[lang]), 15))            # 20 sentences a language
-        some = [texts[lang][j] for j in pick]
-        np.testing.assert_allclose(bg.docs[i][pick], emb.embed_documents(some), atol=1e-5)
-        np.testing.assert_allclose(bg.queries[i][pick], emb.embed_queries(some), atol=1e-5)
+    monkey_memo = dict(B._MEMO)
+    B._MEMO.clear()
+    try:
+        rc = MemlabConfig().recall
+        emb = make_embedder(MemlabConfig())
+        live = lambda t, q: emb.embed_queries(t) if q else emb.embed_documents(t)   # noqa: E731
+        bg = B.background_for(rc, version=emb.version, embed=live, live=live)
+        assert bg.packaged and not bg.replaced
+        assert 0.0 <= bg.probe_diff <= rc.background_tolerance
+    finally:
+        B._MEMO.clear()
+        B._MEMO.update(monkey_memo)
+
+
+# -- the probe: packaged vectors are used only when this machine's embedder agrees with them ------
+SMALL = {"zh": ["今天下雨了，我在家看书。", "我们周末去公园散步。", "早饭吃了包子和豆浆。",
+                "他下班以后去健身房。", "晚上和朋友一起吃火锅。"],
+         "en": ["It rained all day and I read at home.", "We walked in the park on Sunday.",
+                "I had toast and tea for breakfast.", "She went to the gym after work.",
+                "We had dinner with friends downtown."]}
+
+
+def _sample_dir(tmp_path, *, shift: float | None = None, rows: str = "all"):
+    """A background_dir with SMALL and its hashing-embedder vectors packaged; ``shift`` added to
+    every element of the chosen rows of every matrix (a different build moves all of them)."""
+    from memlab.embed import make_embedder
+
+    for lang, lines in SMALL.items():
+        (tmp_path / f"background_{lang}.txt").write_text("\n".join(lines) + "\n", "utf-8")
+    cfg = HASHING.replace(**{"recall.background_dir": str(tmp_path)})
+    emb = make_embedder(cfg)
+    out = B.write_packaged(tmp_path / B.PACKAGED, cfg.recall, version=emb.version,
+                           embed=lambda t, q: emb.embed_queries(t) if q else emb.embed_documents(t))
+    if shift is not None:
+        with np.load(out) as z:
+            arrays = {k: z[k] for k in z.files}
+        for k in arrays:
+            if k.startswith(("docs_", "queries_")):
+                pick = slice(None) if rows == "all" else B.probe_rows(cfg.recall.background_probe,
+                                                                      len(arrays[k]))
+                arrays[k] = arrays[k].copy()
+                arrays[k][pick] += np.float32(shift)
+        np.savez_compressed(out, **arrays)
+    return cfg, emb
+
+
+def _live(emb):
+    return lambda t, q: emb.embed_queries(t) if q else emb.embed_documents(t)
+
+
+def test_the_probe_takes_evenly_spaced_sentences():
+    assert B.probe_rows(3, 300) == [0, 150, 299]      # round(149.5) is 150 (even)
+    assert B.probe_rows(1, 300) == [0]
+    assert B.probe_rows(3, 2) == [0, 1]
+    assert B.probe_rows(5, 5) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("shift", [None, 0.004, 0.0099])
+def test_agreeing_packaged_vectors_are_used_as_they_are(tmp_path, monkeypatch, shift):
+    """Within the tolerance (0.01 per element) the packaged vectors are used, even when they are
+    not bit-identical to this machine's (shifted by 0.004 or 0.0099): not re-embedded, not
+    cached by a store."""
+    monkeypatch.setattr(B, "_MEMO", {})
+    cfg, emb = _sample_dir(tmp_path, shift=shift)
+    calls = []
+
+    def embed(texts, query):
+        calls.append(len(texts))
+        return _live(emb)(texts, query)
+
+    bg = B.background_for(cfg.recall, version=emb.version, embed=embed, live=_live(emb))
+    assert bg.packaged and not bg.replaced and calls == []
+    assert bg.probe_diff == pytest.approx(shift or 0.0, abs=1e-6)
+    if shift:   # the packaged rows, not this machine's
+        assert np.abs(bg.docs[B.ZH] - emb.embed_documents(SMALL["zh"])).max() == \
+            pytest.approx(shift, abs=1e-6)
+    with memlab.open_store(tmp_path / "m.sqlite", config=cfg, embedder=emb) as st:
+        st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
+        assert st.background().packaged and st._store.embeddings.count() == 1
+        assert B.REPLACED not in st.stats
+
+
+@pytest.mark.parametrize("rows", ["all", "probed"])
+def test_packaged_vectors_beyond_the_tolerance_are_replaced_by_this_machines(tmp_path,
+                                                                             monkeypatch, caplog,
+                                                                             rows):
+    """Shifted by 0.02 (> 0.01): the sample is embedded here, logged once, counted; the store
+    caches it like any sample that was not packaged, and recall's floor statistics are those of
+    this machine's vectors, not the packaged ones."""
+    monkeypatch.setattr(B, "_MEMO", {})
+    cfg, emb = _sample_dir(tmp_path, shift=0.02, rows=rows)
+    clock = FixedClock(1_750_000_000)
+    with caplog.at_level("WARNING", logger="memlab"):
+        with memlab.open_store(tmp_path / "m.sqlite", config=cfg, embedder=emb,
+                               clock=clock) as st:
+            st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
+            bg = st.background()
+            assert not bg.packaged and bg.replaced
+            assert bg.probe_diff == pytest.approx(0.02, abs=1e-6)
+            assert st.stats[B.REPLACED] == 1
+            assert st._store.embeddings.count() == 1 + 2 * 10          # the sample cached
+            np.testing.assert_array_equal(bg.docs[B.ZH], emb.embed_documents(SMALL["zh"]))
+            np.testing.assert_array_equal(bg.queries[B.EN], emb.embed_queries(SMALL["en"]))
+            query = "我最喜欢什么游戏"
+            row = st.features([query], k=3, now=clock.now()).table.iloc[0]
+            qcos = emb.embed_documents(SMALL["zh"]) @ emb.embed_queries([query])[0]
+            assert row["q_bg_mean"] == pytest.approx(qcos.mean(), abs=1e-6)
+            assert row["q_bg_std"] == pytest.approx(qcos.std(), abs=1e-6)
+        with memlab.open_store(tmp_path / "m.sqlite", config=cfg, embedder=emb,
+                               clock=clock) as st:   # the same process: remembered, not redone
+            assert st.background().replaced and st.stats[B.REPLACED] == 1
+    assert sum("differ from this machine's" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_replay_counts_a_replaced_sample(tmp_path, monkeypatch):
+    from memlab.bench.datasets.canonical import Card, Dataset, Item, Question
+    from memlab.bench.replay import replay
+    from datetime import datetime, timezone
+
+    monkeypatch.setattr(B, "_MEMO", {})
+    cfg, emb = _sample_dir(tmp_path, shift=0.5)
+    at = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    card = Card(name="t", version="1", language="zh", license="CC0-1.0", source="tests",
+                granularity="turn", description="a replaced background sample")
+    ds = Dataset(card, [Item("c", "i1", "s", "user", "我喜欢星露谷物语", at, {})],
+                 [Question("c", "q1", "我喜欢什么游戏", at, "x", ("i1",))])
+
+    class Cache:
+        def get_many(self, key, texts):
+            return {}
+
+        def put_many(self, key, texts, vecs):
+            pass
+
+    rep = replay(ds, cfg=cfg, embedder=emb, cache=Cache(), progress=False)
+    assert rep.counts[B.REPLACED] == 1
+
+
+def test_an_unreadable_packaged_file_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(B, "_MEMO", {})
+    cfg, emb = _sample_dir(tmp_path)
+    (tmp_path / B.PACKAGED).write_bytes(b"not an npz")
+    with pytest.raises(ConfigError, match="background_vectors.npz") as err:
+        B.background_for(cfg.recall, version=emb.version, embed=_live(emb))
+    assert err.value.key == "recall.background_dir"
 
 
 def test_a_packaged_sample_is_not_copied_into_stores(tmp_path):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from memlab.bench.environment import environment_line
 from memlab.bench.datasets.canonical import Card, Dataset, Item, Question, write_dataset
 from memlab.cli import app
 from memlab.config import load_config
@@ -57,6 +58,9 @@ def test_fit_writes_a_config_bench_reads_and_a_model_the_scorer_reads(cli, tmp_p
     assert cfg.fusion.relevance == pytest.approx(report["weights"]["fusion.relevance"])
     assert cfg.embedding.backend == "hashing"        # the preset's full config, overrides kept
     assert "in-sample ndcg@10" in res.output
+    env = report["environment"]                      # where it was fitted: JSON and YAML header
+    assert env["embedder"]["version"] == "hashing-v1-d384-t80" and env["cpu"]["model"]
+    assert f"# {environment_line(env)}" in (tmp_path / "tuned.yaml").read_text(encoding="utf-8")
     res = cli("bench", "--dataset", folder, "--config", tmp_path / "tuned.yaml", "--no-track",
               "-q", "--out-dir", tmp_path / "results", "--cache-dir", tmp_path / "cache")
     assert res.exit_code == 0, res.output
@@ -68,6 +72,10 @@ def test_fit_writes_a_config_bench_reads_and_a_model_the_scorer_reads(cli, tmp_p
     assert set(cv["scores"]) == {"defaults", "linear", "hgb"}
     assert all(len(v) == 3 for v in cv["scores"].values())
     assert "cosine" in cv["importance"] and (tmp_path / "imp.png").stat().st_size > 0
+    from memlab.recall.learned import load_model
+
+    assert load_model(tmp_path / "m.skops").manifest["environment"]["cpu"]["model"] == \
+        env["cpu"]["model"]
     res = cli("bench", "--dataset", folder, "--no-track", "-q", "--out-dir", tmp_path / "r2",
               "--cache-dir", tmp_path / "cache", *HASHING, "--set", "fusion.scorer=learned",
               "--set", f"fusion.learned_model={tmp_path / 'm.skops'}")
