@@ -116,3 +116,10 @@ def test_preset_folders_keep_clear_of_the_run_folders_entries():
     assert got == {"vram": "vram-2", "REPORT.JSON": "REPORT.JSON-2",
                    "tuned/locomo": "tuned-locomo", "记忆/调优": "记忆-调优"}
     assert not {g.casefold() for g in got.values()} & {e.casefold() for e in RUN_ENTRIES}
+
+
+def test_a_bad_tracking_uri_stops_before_the_run(cli, tiny_bench_folder, cache_dir, tmp_path):
+    res = cli("bench", "--dataset", tiny_bench_folder, *HASHING, "--cache-dir", cache_dir,
+              "--tracking-uri", "./mlruns", "--out-dir", tmp_path / "results", "-q")
+    assert res.exit_code == 2 and "tracking_uri" in res.stderr and "./mlruns" in res.stderr
+    assert res.stdout == "" and not (tmp_path / "results").exists() and not cache_dir.exists()
