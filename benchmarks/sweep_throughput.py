@@ -4,8 +4,8 @@ cores) against seconds per configuration by full replay, on LoCoMo categories 1-
 
 Run from the repository root::
 
-    python benchmarks/sweep_throughput.py --path /work/shared/datasets/locomo/locomo10.json
-    python benchmarks/sweep_throughput.py --path ... --quick      # fewer configurations, 1 repeat
+    python benchmarks/sweep_throughput.py       # locomo where memlab finds it (../shared/datasets)
+    python benchmarks/sweep_throughput.py --path ../shared/datasets/locomo/locomo10.json --quick
     python benchmarks/sweep_throughput.py --report results/sweep_throughput.json   # reprint
 
 Prints a table and writes JSON (``--json``, default ``results/sweep_throughput.json``).
@@ -334,13 +334,16 @@ def parse(argv: Sequence[str] | None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="locomo", help="registered dataset (locomo)")
-    p.add_argument("--path", default="/work/shared/datasets/locomo/locomo10.json",
-                   help="the dataset's file or folder")
+    p.add_argument("--path", default=None,
+                   help="the dataset's file or folder; a relative path is read from the "
+                        "repository root (default: where memlab finds the registered dataset: "
+                        "$MEMLAB_DATASETS or ../shared/datasets next to the checkout)")
     p.add_argument("--option", action="append", default=None, metavar="KEY=VALUE",
                    help="loader option as memlab bench --option (default categories=[1,2,3,4])")
     p.add_argument("--preset", default="reverie", help="base configuration (reverie)")
     p.add_argument("--cache-dir", default=".cache/memlab",
-                   help="bench.cache_dir: the feature and embedding caches (.cache/memlab)")
+                   help="bench.cache_dir: the feature and embedding caches; a relative path is "
+                        "read from the repository root (.cache/memlab)")
     p.add_argument("--configs", type=int, default=400, help="random configurations (400)")
     p.add_argument("--reference-configs", type=int, default=10,
                    help="configurations timed on the reference path (10)")
@@ -370,8 +373,9 @@ def parse(argv: Sequence[str] | None) -> dict[str, Any]:
         options[key] = yaml.safe_load(value)
     if a.quick:
         a.configs, a.repeats = 100, 1
-    return {"dataset": a.dataset, "path": a.path, "options": options, "preset": a.preset,
-            "cache_dir": str(Path(a.cache_dir).resolve()), "configs": a.configs,
+    return {"dataset": a.dataset, "path": a.path and str((ROOT / a.path).resolve()),
+            "options": options, "preset": a.preset,
+            "cache_dir": str((ROOT / a.cache_dir).resolve()), "configs": a.configs,
             "reference_configs": a.reference_configs, "repeats": a.repeats,
             "workers": a.workers, "replay_conversations": a.replay_conversations,
             "replay_repeats": a.replay_repeats, "seed": a.seed, "json": str(a.json),

@@ -297,7 +297,8 @@ def test_bench_writes_the_json_report_and_the_artifacts(cli, tmp_path, tiny_benc
     assert res.exit_code == 0, res.output
     assert "hashing" in res.stdout and "tiny-bench" in res.stdout     # the table
     report = json.loads(out_json.read_text(encoding="utf-8"))
-    assert set(report) == REPORT_KEYS | {"artifacts"}                 # no mlflow_runs: --no-track
+    assert set(report) == REPORT_KEYS | {"artifacts", "artifact_errors", "artifact_folders"}
+    assert report["artifact_errors"] == [] and report["artifact_folders"] == {"hashing": "hashing"}
     assert report["presets"] == ["hashing"]                          # the config file's stem
     assert report["significance"] is None                           # one preset: nothing to test
     assert report["metrics"]["recall@1"] == pytest.approx(0.5)       # see tests/conftest.py

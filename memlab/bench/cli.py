@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
+from memlab.bench.artifacts import preset_folders, run_folder, write_artifacts
 from memlab.bench.run import (BenchOutcome, check_metrics, format_table, resolve_preset,
                               run_bench)
 from memlab.cliutil import (run_overrides, cache_dir_option, config_option, dataset_option, experiment_option,
@@ -16,7 +16,8 @@ from memlab.cliutil import (run_overrides, cache_dir_option, config_option, data
                             no_track_option, no_vram_gate_option, path_option, quiet_option,
                             set_option, tracking_uri_option)
 from memlab.config import MemlabConfig, load_config
-from memlab.errors import ConfigError
+from memlab.errors import ConfigError, MemlabError
+from memlab.files import write_atomic
 
 DEFAULT_COMPARE = "reverie,cosine,bm25,generative_agents,hybrid_rrf"
 
@@ -38,8 +39,12 @@ def bench(
         "pipeline decides importance, gate and layer, as store_interaction does). "
         "'raw,writer' runs every preset both ways ('PRESET+writer')."),
     limit: Optional[int] = limit_option(),
-    json_out: Optional[Path] = json_out_option(),
-    out_dir: Path = typer.Option(Path("results"), "--out-dir", help="Per-query results and plots."),
+    json_out: Optional[Path] = json_out_option(
+        "Write the report as JSON, right after the table (before the optional artifacts; "
+        "rewritten with their outcome)."),
+    out_dir: Path = typer.Option(
+        Path("results"), "--out-dir", help="Per-query results and plots: a folder per run, in it "
+        "one per preset (its name made a safe folder name: tuned/locomo -> tuned-locomo)."),
     tracking_uri: Optional[str] = tracking_uri_option("MLflow tracking URI (default "
                                                       "sqlite:///mlflow.db here)."),
     no_track: bool = no_track_option(),
@@ -63,7 +68,14 @@ def bench(
         None, "--metric", help="Metric(s) of the per-category tables, repeatable or a comma "
         "list, e.g. ndcg@10,mrr (default recall@10; cut-offs from bench.ks)."),
 ) -> None:
-    """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category."""
+    """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category.
+
+    When the presets have run, the table is printed and the JSON report (--json) written first;
+    then the optional artifacts: the run folder (--out-dir: CSV, plots, the VRAM trace) and the
+    MLflow runs. One that cannot be written is named on stderr (file and reason) and listed in
+    the JSON's artifact_errors (null while they are being written); the rest are still written
+    and the exit code stays 0. A --json file that cannot be written: exit 1, after the artifacts.
+    """
     with failing():
         overrides = run_overrides(set_, cache_dir, no_vram_gate)
         if compare:
@@ -81,25 +93,56 @@ def bench(
         if metric:
             per_category = check_metrics([m.strip() for ms in metric for m in ms.split(",")
                                           if m.strip()], [cfg for _, cfg in presets])
+        if not no_track:          # a bad URI stops here, not after the run
+            from memlab.bench.tracking import resolve_tracking_uri
+
+            resolve_tracking_uri(tracking_uri, workdir=Path.cwd())
         out = run_bench(dataset=dataset, presets=presets, path=path,
                         dataset_options=loader_options(option), limit=limit,
                         progress=not quiet, lexical_only=lexical_only, lenient=lenient)
     typer.echo(format_table(out, per_category=per_category))
-    report = out.to_json()
-    run_dir = write_artifacts(out, out_dir)
-    report["artifacts"] = str(run_dir)
-    if not no_track:
-        from memlab.bench.track import track_outcome
-
-        run_ids = track_outcome(out, run_dir=run_dir, tracking_uri=tracking_uri,
-                                experiment=experiment)
-        report["mlflow_runs"] = run_ids
-        typer.echo(f"\nMLflow: {len(run_ids)} run(s) in experiment {experiment!r} "
-                   f"({next(iter(run_ids.values()))['tracking_uri'] if run_ids else ''})")
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
+    run_dir = run_folder(out_dir, out.dataset.card.name)
+    report = {**out.to_json(), "artifacts": str(run_dir), "artifact_errors": None,
+              "artifact_folders": preset_folders(r.name for r in out.results)}
+    report_ok = json_out is None or write_report(report, json_out)
+    if json_out is not None and report_ok:
         typer.echo(f"wrote {json_out}")
+    errors = write_artifacts(out, run_dir).errors
+    if not no_track:
+        from mlflow.exceptions import MlflowException
+
+        from memlab.bench.track import track_outcome
+        from memlab.bench.tracking import resolve_tracking_uri
+
+        uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd())
+        try:
+            run_ids = track_outcome(out, run_dir=run_dir, tracking_uri=uri,
+                                    experiment=experiment)
+        except (OSError, MemlabError, MlflowException) as exc:
+            errors.append({"path": f"MLflow runs ({uri})",
+                           "error": f"{type(exc).__name__}: {exc}"})
+        else:
+            report["mlflow_runs"] = run_ids
+            typer.echo(f"\nMLflow: {len(run_ids)} run(s) in experiment {experiment!r} ({uri})")
+    for e in errors:
+        typer.echo(f"artifact not written: {e['path']}: {e['error']}", err=True)
+    report["artifact_errors"] = errors
+    if json_out is not None and report_ok:
+        report_ok = write_report(report, json_out)
+    if not report_ok:
+        raise typer.Exit(1)
+
+
+def write_report(report: dict[str, Any], path: Path) -> bool:
+    """Write ``report`` as JSON to ``path`` whole or not at all; False (and one line on stderr
+    naming the file and why) when it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(report, ensure_ascii=False, indent=1))
+    except OSError as exc:
+        typer.echo(f"report not written: {path}: {type(exc).__name__}: {exc}", err=True)
+        return False
+    return True
 
 
 def with_modes(presets: list[tuple[str, MemlabConfig]], modes: list[str]
@@ -112,34 +155,3 @@ def with_modes(presets: list[tuple[str, MemlabConfig]], modes: list[str]
     return [(name if len(modes) == 1 or m == "raw" else f"{name}+{m}",
              cfg.replace(**{"bench.write_mode": m}))
             for name, cfg in presets for m in modes]
-
-
-def write_artifacts(out: BenchOutcome, out_dir: Path) -> Path:
-    """Per preset: the config YAML, per-query rankings and metrics (CSV), a recall@k curve and a
-    per-category bar chart (PNG); with a VRAM gate its trace and timeline in ``vram/``.
-    Returns the run folder."""
-    from memlab.bench import plots
-
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = out_dir / f"{stamp}-{out.dataset.card.name}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ks = out.results[0].config.bench.ks
-    aggs = {r.name: r.aggregate for r in out.results}
-    for r in out.results:
-        d = run_dir / r.name
-        d.mkdir(exist_ok=True)
-        r.config.to_yaml(d / "config.yaml")
-        pq = r.per_query.copy()
-        pq["ranking"] = [json.dumps(r.rankings[q], ensure_ascii=False) for q in pq.index]
-        pq.to_csv(d / "per_query.csv")
-        r.aggregate.to_csv(d / "aggregate.csv")
-        plots.save(plots.recall_curve({r.name: r.aggregate}, ks=ks), d / "recall_curve.png")
-        plots.save(plots.per_category_bars({r.name: r.aggregate}), d / "per_category.png")
-    if len(out.results) > 1:
-        plots.save(plots.recall_curve(aggs, ks=ks), run_dir / "recall_curve.png")
-        plots.save(plots.per_category_bars(aggs), run_dir / "per_category.png")
-    if out.vram is not None:
-        out.vram.write(run_dir / "vram")
-    (run_dir / "report.json").write_text(json.dumps(out.to_json(), ensure_ascii=False, indent=1),
-                                         encoding="utf-8")
-    return run_dir

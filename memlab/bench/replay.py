@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from memlab.bench.datasets.canonical import Dataset, Item, Question
 from memlab.bench.tree import ConversationTree

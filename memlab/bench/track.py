@@ -6,6 +6,7 @@ import logging
 import math
 from pathlib import Path
 
+from memlab.bench.artifacts import preset_folders
 from memlab.bench.environment import environment_tags
 from memlab.bench.run import REPO_ROOT, BenchOutcome
 from memlab.bench.tracking import (dataset_tags, log_run, metrics_from_aggregate,
@@ -52,8 +53,9 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
                          | {"report.json": run_dir / "report.json"} | vram_files,
                          tracking_uri=uri)
     ids: dict[str, dict[str, str]] = {}
+    folders = preset_folders(r.name for r in out.results)
     for r in out.results:
-        d = run_dir / r.name
+        d = run_dir / folders[r.name]
         metrics = metrics_from_aggregate(r.aggregate)
         if r.session_aggregate is not None:
             metrics.update({f"session_{k}": v for k, v in

@@ -1,7 +1,8 @@
 """Which device the gate manages: the GPU when NVML answers, else the simulated device of
 ``vram.simulated_capacity_mb`` (issue 11 item 2).
 
-The fallback is one warning line naming why (the NVML error) and the capacity used; the returned
+The fallback is one INFO log line naming why (the NVML error) and the capacity used (a CPU machine
+is a normal place to run memlab: no warning, nothing red in a notebook); the returned
 device's ``simulated`` flag says which it is, and :func:`device_tags` turns it into MLflow tags,
 so a benchmark run on a machine without a GPU says so.
 
@@ -31,7 +32,7 @@ def _simulated(capacity_mb: float) -> Any:
 def detect_device(cfg: MemlabConfig, *, capacity_mb: float | None = None, index: int = 0,
                   nvml_factory: Callable[[int], Any] = NVMLDevice,
                   simulated_factory: Callable[[float], Any] = _simulated) -> Any:
-    """NVML device ``index`` if a GPU answers, else the simulated device (one warning line).
+    """NVML device ``index`` if a GPU answers, else the simulated device (one INFO log line).
 
     Args:
         cfg: reads ``vram.simulated_capacity_mb``.
@@ -47,9 +48,9 @@ def detect_device(cfg: MemlabConfig, *, capacity_mb: float | None = None, index:
     except DeviceUnavailable as exc:
         mb = float(capacity_mb if capacity_mb is not None else cfg.vram.simulated_capacity_mb)
         device = simulated_factory(mb)
-        log.warning("memlab.vram: no GPU found (%s); the VRAM gate uses a simulated device of "
-                    "%.0f MB (%s)", exc, mb, "capacity_mb" if capacity_mb is not None
-                    else "vram.simulated_capacity_mb")
+        log.info("memlab.vram: no GPU found (%s); the VRAM gate uses a simulated device of "
+                 "%.0f MB (%s)", exc, mb, "capacity_mb" if capacity_mb is not None
+                 else "vram.simulated_capacity_mb")
         return device
     return device if capacity_mb is None else CappedDevice(device, capacity_mb)
 

@@ -1,6 +1,6 @@
 """An NVIDIA GPU as a VRAM-gate device, read through NVML (Familiars §5.10, issue 11 item 2).
 
-NVML comes from ``nvidia-ml-py`` (the ``gpu`` extra), imported as ``pynvml``: total, used and free
+NVML comes from ``nvidia-ml-py`` (a dependency of memlab), imported as ``pynvml``: total, used and free
 memory of one device (``nvmlDeviceGetMemoryInfo``), its name, and the memory each compute process
 uses where the driver reports it (``nvmlDeviceGetComputeRunningProcesses``; ``None`` where the
 driver answers NVML_VALUE_NOT_AVAILABLE, e.g. under WDDM or in a container without the host's PID
@@ -47,12 +47,12 @@ class ProcessUse:
 
 
 def load_pynvml() -> ModuleType:
-    """The ``pynvml`` module of nvidia-ml-py, or DeviceUnavailable naming the ``gpu`` extra."""
+    """The ``pynvml`` module of nvidia-ml-py, or DeviceUnavailable naming the package."""
     try:
         import pynvml
     except ImportError as exc:
-        raise DeviceUnavailable(PROBE, f"nvidia-ml-py is not installed ({exc}): pip install "
-                                "'memlab[gpu]'") from None
+        raise DeviceUnavailable(PROBE, f"nvidia-ml-py is not installed ({exc}), a dependency "
+                                "of memlab: pip install nvidia-ml-py") from None
     return pynvml
 
 

@@ -98,7 +98,7 @@ def test_a_bench_carries_it_in_its_json_its_table_and_its_mlflow_runs(tiny_bench
                                                                       hashing_cfg, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from memlab.bench.cli import write_artifacts
+    from memlab.bench.artifacts import write_artifacts
     from memlab.bench.run import format_table, run_bench
     from memlab.bench.track import track_outcome
 
@@ -107,7 +107,7 @@ def test_a_bench_carries_it_in_its_json_its_table_and_its_mlflow_runs(tiny_bench
     assert set(env) == KEYS and env["embedder"]["version"] == "hashing-v1-d384-t80"
     assert format_table(out).splitlines()[-1] == E.environment_line(env)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    ids = track_outcome(out, run_dir=write_artifacts(out, tmp_path / "results"),
+    ids = track_outcome(out, run_dir=write_artifacts(out, tmp_path / "results").run_dir,
                         tracking_uri=uri, experiment="env")
     tags = MlflowClient(tracking_uri=uri).get_run(ids["a"]["run_id"]).data.tags
     assert tags["memlab.env.embedder.numerics"] == env["embedder"]["numerics"]

@@ -226,7 +226,7 @@ def test_track_outcome_logs_a_parent_and_one_run_per_preset(tiny_bench_folder, h
                                                              tiny_bench, tracking_uri, tmp_path):
     presets = two_presets(hashing_cfg)
     out = run_bench(dataset=str(tiny_bench_folder), presets=presets, progress=False)
-    run_dir = write_artifacts(out, tmp_path / "results")
+    run_dir = write_artifacts(out, tmp_path / "results").run_dir
     ids = track_outcome(out, run_dir=run_dir, tracking_uri=tracking_uri, experiment="two")
     assert set(ids) == {"cos", "rrf"}
     client = _client(tracking_uri)
@@ -273,7 +273,7 @@ def test_track_outcome_one_preset_logs_one_run_without_parent(tiny_bench_folder,
                                                                tracking_uri, tmp_path):
     out = run_bench(dataset=str(tiny_bench_folder), presets=[("solo", hashing_cfg)],
                     progress=False)
-    run_dir = write_artifacts(out, tmp_path / "results")
+    run_dir = write_artifacts(out, tmp_path / "results").run_dir
     ids = track_outcome(out, run_dir=run_dir, tracking_uri=tracking_uri, experiment="one")
     client = _client(tracking_uri)
     (run,) = _runs(client, "one")
@@ -316,7 +316,7 @@ def test_questions_without_gold_count_for_abstention_not_for_recall(tiny_bench, 
                                                      "n_unanswerable": 1, "n_answerable": 4}
     table = format_table(out)
     assert "abstention" in table and "answered" in table
-    ids = track_outcome(out, run_dir=write_artifacts(out, tmp_path / "results"),
+    ids = track_outcome(out, run_dir=write_artifacts(out, tmp_path / "results").run_dir,
                         tracking_uri=tracking_uri, experiment="abstain")
     run = _client(tracking_uri).get_run(ids["zscore"]["run_id"])
     assert run.data.metrics["abstention"] == 1.0 and run.data.metrics["answered"] == 0.75
@@ -359,7 +359,7 @@ def test_compare_tests_each_preset_against_the_first(tiny_bench_folder, hashing_
     assert detail[1].split() == ["recall@5", "recall@10", "ndcg@10", "mrr"]
     assert detail[2].split()[0] == "ga" and detail[2].split()[-2:] == ["+0.125", "(1.000)"]
 
-    ids = track_outcome(out, run_dir=write_artifacts(out, tmp_path / "results"),
+    ids = track_outcome(out, run_dir=write_artifacts(out, tmp_path / "results").run_dir,
                         tracking_uri=tracking_uri, experiment="significance")
     client = _client(tracking_uri)
     ga = client.get_run(ids["ga"]["run_id"])

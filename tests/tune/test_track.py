@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,7 +22,15 @@ from memlab.tune.space import Space
 from memlab.tune.sweep import sweep
 from memlab.tune.track import track_sweep
 
-MLFLOW = Path("/work/main/.venv/bin/mlflow")
+
+def mlflow_binary() -> Path | None:
+    """The ``mlflow`` command of the environment running the tests (beside ``sys.executable``, as
+    a venv has it; else on PATH): mlflow is a core dependency, so it is there."""
+    here = Path(sys.executable).parent / ("mlflow.exe" if os.name == "nt" else "mlflow")
+    found = here if here.is_file() else shutil.which("mlflow")
+    return Path(found) if found else None
+
+
 SPACE = Space.from_dict({"params": {
     "fusion.relevance": {"float": [0.0, 1.0]},
     "selection.char_budget": {"int": [10, 400], "log": True}}}, name="track")
@@ -77,12 +87,13 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not MLFLOW.exists(), reason="needs the mlflow server binary")
 def test_sweep_logged_to_a_real_mlflow_server(result, tmp_path):
+    mlflow = mlflow_binary()
+    assert mlflow is not None, f"no mlflow command beside {sys.executable} nor on PATH"
     port = free_port()
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     server = subprocess.Popen(
-        [str(MLFLOW), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'srv.db'}",
+        [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'srv.db'}",
          "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1",
          "--port", str(port), "--workers", "1"],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -74,13 +74,14 @@ def test_bench_runs_every_embedding_call_through_the_gate_and_logs_the_trace(
         tiny_bench_folder, hashing_cfg, tmp_path, caplog):
     counter = CallCounter()
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    with caplog.at_level(logging.WARNING, logger="memlab"):
+    with caplog.at_level(logging.INFO, logger="memlab"):
         out = run_bench(dataset=str(tiny_bench_folder), presets=two_presets(hashing_cfg),
                         progress=False, embedder=counter)
-    sim = [r.message for r in caplog.records if "simulated device" in r.message]
-    assert len(sim) == 1 and f"{hashing_cfg.vram.simulated_capacity_mb:.0f} MB" in sim[0]
+    sim = [r for r in caplog.records if "simulated device" in r.message]
+    assert [r.levelno for r in sim] == [logging.INFO]                  # one line, not a warning
+    assert f"{hashing_cfg.vram.simulated_capacity_mb:.0f} MB" in sim[0].message
     assert counter.calls >= 2
-    run_dir = write_artifacts(out, tmp_path / "results")
+    run_dir = write_artifacts(out, tmp_path / "results").run_dir
     ids = track_outcome(out, run_dir=run_dir, tracking_uri=uri, experiment="gate")
     client = _client(uri)
     parent = [r for r in client.search_runs([client.get_experiment_by_name("gate")
@@ -168,7 +169,7 @@ def test_no_gate_logs_no_trace(tiny_bench_folder, hashing_cfg, tmp_path):
     cfg = hashing_cfg.replace(**{"vram.enabled": False})
     out = run_bench(dataset=str(tiny_bench_folder), presets=[("cos", cfg)], progress=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    run_dir = write_artifacts(out, tmp_path / "results")
+    run_dir = write_artifacts(out, tmp_path / "results").run_dir
     ids = track_outcome(out, run_dir=run_dir, tracking_uri=uri, experiment="off")
     client = _client(uri)
     run = client.get_run(ids["cos"]["run_id"])
