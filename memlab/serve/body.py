@@ -129,9 +129,8 @@ def first_refused(value: Any) -> tuple[str, str] | None:
             children = []
             for k, x in v.items():
                 bad = _surrogate(k)
-                if bad is not None:
-                    return path_join(path) or "body", f"a key: {bad}"
-                children.append((path + (k,), x))
+                children.append((path, _Refused(f"a key: {bad}")) if bad is not None
+                                else (path + (k,), x))
             stack.extend(reversed(children))
         elif isinstance(v, list):
             stack.extend(reversed([(path + (i,), x) for i, x in enumerate(v)]))
