@@ -29,8 +29,12 @@ Bounds: every integer of a request lies in SQLite's INTEGER range (``offset``, `
 request gives (a write's ``entry.ttl.expires_at``) lies in [TIME_MIN, TIME_MAX] in UTC: years 1
 to 9999, the instants a Python datetime holds (:func:`check_times`).
 
-With a token every request needs ``Authorization: Bearer <token>`` (compared in constant
-time): 401 otherwise.
+Authentication: with a token every request, whatever its path, needs ``Authorization: Bearer
+<token>`` (compared in constant time), checked before the body is read
+(:class:`memlab.serve.auth.BearerAuth`): 401 otherwise. The OpenAPI schema is served at
+``/openapi.json`` behind the same token; the interactive docs (``/docs``, ``/redoc``) are off:
+FastAPI's pages load Swagger UI and ReDoc from a CDN (blank offline, and a third party's script
+in a page that holds the token), and no local copy of their assets ships with FastAPI.
 
 Concurrency: a store's SQLite connection, its transactions and its in-process indexes are not
 made for several threads at once (one connection: two threads would interleave inside one
@@ -66,7 +70,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import math
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -78,6 +81,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import EmbeddingUnavailable, InvalidInput
 from memlab.inputs import check_id, check_text
 from memlab.serve import errors
+from memlab.serve.auth import BearerAuth
 from memlab.serve.body import StrictJSONRoute
 from memlab.store.browse import INT_MAX
 from memlab.vram.embedder import default_gate, gate_embedder, release_models
@@ -85,7 +89,7 @@ from memlab.vram.gate import VRAMGate
 from memlab.vram.priority import boost_thread_priority
 
 try:
-    from fastapi import Depends, FastAPI, Query, Request
+    from fastapi import FastAPI, Query
     from pydantic import BaseModel, ConfigDict, Field
 except ImportError as exc:  # pragma: no cover - the serve extra is installed in the dev venv
     raise ImportError("memlab serve needs FastAPI and uvicorn: pip install 'memlab[serve]'") \
@@ -189,9 +193,12 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
     def release_indexes(agent_id: str) -> dict[str, int]:
         return st.release_memory()
 
-    app = FastAPI(title="memlab", summary="Familiars memory API (familiars §5.11)")
+    app = FastAPI(title="memlab", summary="Familiars memory API (familiars §5.11)",
+                  docs_url=None, redoc_url=None)
     app.router.route_class = StrictJSONRoute
     errors.install(app)
+    if token is not None:
+        app.add_middleware(BearerAuth, token=token)
     app.state.store, app.state.store_executor, app.state.gate = st, executor, gate
     hooks: dict[str, Releaser] = {"indexes": release_indexes}
     if gate is not None:
@@ -210,31 +217,14 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
 
     app.router.on_shutdown.append(shutdown)
 
-    def authorised(request: Request) -> None:
-        if token is None:
-            return
-        got = request.headers.get("authorization", "")
-        scheme, _, value = got.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-                value.strip().encode("utf-8"), token.encode("utf-8")):
-            raise _Unauthorised()
-
-    @app.exception_handler(_Unauthorised)
-    def _401(request: Request, exc: _Unauthorised):
-        return errors.error_response(401, [errors.error(
-            "authorization", "missing or wrong token (Authorization: Bearer <token>)",
-            "unauthorised")], headers={"WWW-Authenticate": "Bearer"})
-
-    auth = [Depends(authorised)]
-
-    @app.get("/api/memory_status", dependencies=auth)
+    @app.get("/api/memory_status")
     async def memory_status() -> dict[str, Any]:
         out = (await on_store(st.status)).to_dict()
         if gate is not None:
             out["vram"] = _gate_status(gate)
         return out
 
-    @app.get("/api/memory", dependencies=auth)
+    @app.get("/api/memory")
     async def list_memory(q: str | None = Query(None, min_length=1,
                                           max_length=cfg.recall.max_query_chars),
                     scope: str | None = Query(None, min_length=1),
@@ -251,7 +241,7 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
                 "next_offset": nxt if nxt < total else None,
                 "memories": [_record(r) for r in recs]}
 
-    @app.post("/api/memory", dependencies=auth)
+    @app.post("/api/memory")
     async def write_memory(body: WriteRequest) -> dict[str, Any]:
         check_times(body.writes)
         out = await on_store(as_user_request(st.write), {"writes": body.writes},
@@ -263,13 +253,13 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
                             for d in out.dropped],
                 "skipped": list(out.skipped), "chars": out.chars, "budget": out.budget}
 
-    @app.post("/api/agents/{agent_id}/release-memory", dependencies=auth)
+    @app.post("/api/agents/{agent_id}/release-memory")
     async def release_memory(agent_id: str) -> dict[str, Any]:
         agent_id = check_id(agent_id, "agent_id")
         done = {name: await on_store(fn, agent_id) for name, fn in app.state.releasers.items()}
         return {"agent_id": agent_id, "released": done}
 
-    @app.get("/api/recall", dependencies=auth)
+    @app.get("/api/recall")
     async def recall(q: str = Query(..., min_length=1, max_length=cfg.recall.max_query_chars),
                k: int | None = Query(None, ge=1, le=INT_MAX),
                agent_id: str | None = Query(None, min_length=1),
@@ -296,10 +286,6 @@ def _gate_status(gate: VRAMGate) -> dict[str, Any]:
                         "estimated_mb": r.estimated_mb, "resident": r.resident,
                         "working": r.is_working} for r in gate.snapshot()],
             "trace": gate.trace.summary(gate.capacity_mb)}
-
-
-class _Unauthorised(Exception):
-    """A request without the server's token (answered 401)."""
 
 
 __all__ = ["TIME_MAX", "TIME_MIN", "WriteRequest", "check_times", "create_app"]

@@ -1,6 +1,6 @@
 """Bad input against the REAL server (``memlab serve`` on 127.0.0.1, serve_helpers.Server):
 every bad request is answered 4xx with a JSON error naming the field, never 500, and the store
-file holds the same rows in every table after it (issue 19, item 2).
+file holds the same rows in every table after it (issue 19, items 2 and 10).
 
 Bodies are sent as raw bytes (``content=``): NaN, ``1e999`` and lone surrogates are what a client
 can put on the wire, whatever its JSON library would refuse to write.
@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from memlab.store.browse import INT_MAX, INT_MIN
-from serve_helpers import AUTH, add, dump
+from serve_helpers import AUTH, TOKEN, add, dump
 
 JSON = {"content-type": "application/json"}
 DEEP = b"[" * 100_000 + b"]" * 100_000
@@ -176,6 +176,44 @@ def test_an_expiry_at_the_bounds_is_stored(server, http):
         r = http.post("/api/memory", headers=AUTH, json={"agent_id": "times", "writes": [
             add(f"expires {t}", ttl={"kind": "absolute", "expires_at": t})]})
         assert r.status_code == 200, r.text
+
+
+# -- item 10: the token before the body; /docs and /openapi.json ------------------------------
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"},
+                                     {"Authorization": f"Bearer {TOKEN}x"}])
+@pytest.mark.parametrize("method, path, body", [
+    ("POST", "/api/memory", b"{not json"),                 # 422 with the decode detail before
+    ("POST", "/api/memory", DEEP),                         # 400 before
+    ("POST", "/api/memory", entry(salience=b"NaN")),
+    ("POST", "/api/memory", b"\xff"),
+    ("GET", "/openapi.json", None),                        # served without the token before
+    ("GET", "/docs", None),
+    ("GET", "/redoc", None),
+    ("GET", "/no/such/path", None),
+    ("DELETE", "/api/memory", None),
+    ("GET", f"/api/memory?offset={INT_MAX + 1}", None),
+])
+def test_without_the_token_everything_is_401_before_the_body_is_read(server, http, headers,
+                                                                     method, path, body):
+    before = dump(server.path)
+    r = send(http, method, path, headers=headers, content=body)
+    assert r.status_code == 401, r.text
+    assert r.headers["www-authenticate"] == "Bearer"
+    assert strict_json(r)["detail"][0]["field"] == "authorization"
+    assert "decode" not in r.text and "depth" not in r.text
+    assert dump(server.path) == before
+
+
+def test_openapi_is_served_with_the_token_and_the_docs_ui_is_off(server, http):
+    spec = http.get("/openapi.json", headers=AUTH)
+    assert spec.status_code == 200
+    assert set(spec.json()["paths"]) == {
+        "/api/memory_status", "/api/memory", "/api/recall",
+        "/api/agents/{agent_id}/release-memory"}
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        r = http.get(path, headers=AUTH)
+        assert r.status_code == 404 and strict_json(r)["detail"][0]["field"] == "path"
+        assert "cdn" not in r.text.lower()
 
 
 def test_an_unknown_path_or_method_is_json_naming_it(server, http):

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from memlab.errors import InvalidInput
+from memlab.serve.auth import has_token
 from memlab.serve.body import BadBody, first_refused, parse
 from memlab.serve.errors import ECHO_CHARS, error, error_response, field_of, json_safe
 from memlab.store.browse import INT_MAX, INT_MIN
@@ -129,6 +130,17 @@ def test_an_integer_beyond_64_bits_is_read_as_written_not_as_a_float():
     assert parse(json.dumps({"a": INT_MAX, "b": INT_MIN, "c": "1" * 40}).encode()) == {
         "a": INT_MAX, "b": INT_MIN, "c": "1" * 40}
     assert first_refused({"a": [1, 2**63]}) == ("a[1]", first_refused(2**63)[1])
+
+
+# -- auth ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("headers, ok", [
+    ([(b"authorization", b"Bearer tok")], True), ([(b"authorization", b"bearer  tok ")], True),
+    ([(b"authorization", b"Bearer tok2")], False), ([(b"authorization", b"Basic tok")], False),
+    ([(b"authorization", b"tok")], False), ([], False), ([(b"x-token", b"Bearer tok")], False),
+    ([(b"authorization", b"Bearer wrong"), (b"authorization", b"Bearer tok")], False),
+])
+def test_has_token(headers, ok):
+    assert has_token(headers, b"tok") is ok
 
 
 # -- the handlers with values no encoder takes ---------------------------------------------------
