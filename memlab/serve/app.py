@@ -16,10 +16,25 @@
 ``GET /api/recall?q=...&k=...``                the store's recall: ids, texts, scores
 =============================================  ===================================================
 
-Errors: a malformed request is 422 with ``detail`` naming the field (FastAPI's own validation,
-``loc``; memlab's refusals, :class:`~memlab.errors.InvalidInput`, with ``field`` = the name memlab
-gives it, e.g. ``writes[2].entry.salience``, the rule and the value). With a token every request
-needs ``Authorization: Bearer <token>`` (compared in constant time): 401 otherwise.
+Errors: every refusal is JSON, ``{"detail": [{"field", "msg", "type", ...}]}`` with ``field``
+naming what was wrong (:mod:`memlab.serve.errors`): 422 for a malformed request (pydantic's
+validation, with its ``loc`` too; memlab's refusals, :class:`~memlab.errors.InvalidInput`, with the
+name memlab gives the field, e.g. ``writes[2].entry.salience``; a body that is not strict JSON,
+:mod:`memlab.serve.body`), 401 without the token, 404/405 for an unknown path or method, 503 when
+the store is locked, 500 (echoing nothing of the request) for a fault of the server. A refused
+request leaves the store unchanged.
+
+Bounds: every integer of a request lies in SQLite's INTEGER range (``offset``, ``k``,
+``turn_counter`` and any integer inside a body; ``limit`` in 1..``serve.page_max``); a time a
+request gives (a write's ``entry.ttl.expires_at``) lies in [TIME_MIN, TIME_MAX] in UTC: years 1
+to 9999, the instants a Python datetime holds (:func:`check_times`).
+
+Authentication: with a token every request, whatever its path, needs ``Authorization: Bearer
+<token>`` (compared in constant time), checked before the body is read
+(:class:`memlab.serve.auth.BearerAuth`): 401 otherwise. The OpenAPI schema is served at
+``/openapi.json`` behind the same token; the interactive docs (``/docs``, ``/redoc``) are off:
+FastAPI's pages load Swagger UI and ReDoc from a CDN (blank offline, and a third party's script
+in a page that holds the token), and no local copy of their assets ships with FastAPI.
 
 Concurrency: a store's SQLite connection, its transactions and its in-process indexes are not
 made for several threads at once (one connection: two threads would interleave inside one
@@ -55,29 +70,34 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import math
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from memlab.api import MemoryStore, open_store
 from memlab.config import MemlabConfig
-from memlab.errors import EmbeddingUnavailable, InvalidInput, MemlabError, StoreLocked
-from memlab.inputs import check_id
+from memlab.errors import EmbeddingUnavailable, InvalidInput
+from memlab.inputs import check_id, check_text
+from memlab.serve import errors
+from memlab.serve.auth import BearerAuth
+from memlab.serve.body import StrictJSONRoute
+from memlab.store.browse import INT_MAX
 from memlab.vram.embedder import default_gate, gate_embedder, release_models
 from memlab.vram.gate import VRAMGate
 from memlab.vram.priority import boost_thread_priority
 
 try:
-    from fastapi import Depends, FastAPI, Query, Request
-    from fastapi.responses import JSONResponse
+    from fastapi import FastAPI, Query
     from pydantic import BaseModel, ConfigDict, Field
 except ImportError as exc:  # pragma: no cover - the serve extra is installed in the dev venv
     raise ImportError("memlab serve needs FastAPI and uvicorn: pip install 'memlab[serve]'") \
         from exc
 
 Releaser = Callable[[str], Any]
+#: the range of a time a request gives, Unix seconds: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z
+TIME_MIN, TIME_MAX = -62_135_596_800.0, 253_402_300_799.0
 
 
 class WriteRequest(BaseModel):
@@ -89,7 +109,26 @@ class WriteRequest(BaseModel):
     user_id: str | None = Field(None, min_length=1)
     dialogue_id: str | None = Field(None, min_length=1)
     turn_id: str | None = Field(None, min_length=1)
-    turn_counter: int | None = Field(None, ge=0)
+    turn_counter: int | None = Field(None, ge=0, le=INT_MAX)
+
+
+def check_times(writes: list[dict[str, Any]]) -> None:
+    """Every ``writes[i].entry.ttl.expires_at`` that reads as an ISO 8601 time with a zone lies in
+    [TIME_MIN, TIME_MAX] (UTC); InvalidInput naming it otherwise. (The writer refuses the others
+    by name: not a string, not ISO 8601, no zone.)"""
+    for i, w in enumerate(writes):
+        entry = w.get("entry")
+        ttl = entry.get("ttl") if isinstance(entry, dict) else None
+        value = ttl.get("expires_at") if isinstance(ttl, dict) else None
+        if not isinstance(value, str):
+            continue
+        try:
+            t = datetime.fromisoformat(value)
+        except ValueError:
+            continue
+        if t.utcoffset() is not None and not TIME_MIN <= t.timestamp() <= TIME_MAX:
+            raise InvalidInput(f"writes[{i}].entry.ttl.expires_at", "must lie in "
+                               "[0001-01-01T00:00:00Z, 9999-12-31T23:59:59Z] in UTC", value)
 
 
 def _record(r) -> dict[str, Any]:
@@ -154,7 +193,12 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
     def release_indexes(agent_id: str) -> dict[str, int]:
         return st.release_memory()
 
-    app = FastAPI(title="memlab", summary="Familiars memory API (familiars §5.11)")
+    app = FastAPI(title="memlab", summary="Familiars memory API (familiars §5.11)",
+                  docs_url=None, redoc_url=None)
+    app.router.route_class = StrictJSONRoute
+    errors.install(app)
+    if token is not None:
+        app.add_middleware(BearerAuth, token=token)
     app.state.store, app.state.store_executor, app.state.gate = st, executor, gate
     hooks: dict[str, Releaser] = {"indexes": release_indexes}
     if gate is not None:
@@ -173,46 +217,14 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
 
     app.router.on_shutdown.append(shutdown)
 
-    def authorised(request: Request) -> None:
-        if token is None:
-            return
-        got = request.headers.get("authorization", "")
-        scheme, _, value = got.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-                value.strip().encode("utf-8"), token.encode("utf-8")):
-            raise _Unauthorised()
-
-    @app.exception_handler(_Unauthorised)
-    def _401(request: Request, exc: _Unauthorised) -> JSONResponse:
-        return JSONResponse({"detail": "missing or wrong token (Authorization: Bearer <token>)"},
-                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
-
-    @app.exception_handler(InvalidInput)
-    def _422(request: Request, exc: InvalidInput) -> JSONResponse:
-        value = exc.value if isinstance(exc.value, (str, int, float, bool, type(None))) \
-            else repr(exc.value)
-        return JSONResponse({"detail": [{"field": exc.field, "msg": exc.rule, "input": value,
-                                         "type": type(exc).__name__, "error": str(exc)}]},
-                            status_code=422)
-
-    @app.exception_handler(StoreLocked)
-    def _503(request: Request, exc: StoreLocked) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503)
-
-    @app.exception_handler(MemlabError)
-    def _400(request: Request, exc: MemlabError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc), "type": type(exc).__name__}, status_code=400)
-
-    auth = [Depends(authorised)]
-
-    @app.get("/api/memory_status", dependencies=auth)
+    @app.get("/api/memory_status")
     async def memory_status() -> dict[str, Any]:
         out = (await on_store(st.status)).to_dict()
         if gate is not None:
             out["vram"] = _gate_status(gate)
         return out
 
-    @app.get("/api/memory", dependencies=auth)
+    @app.get("/api/memory")
     async def list_memory(q: str | None = Query(None, min_length=1,
                                           max_length=cfg.recall.max_query_chars),
                     scope: str | None = Query(None, min_length=1),
@@ -220,7 +232,7 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
                     agent_id: str | None = Query(None, min_length=1),
                     user_id: str | None = Query(None, min_length=1),
                     limit: int = Query(cfg.serve.page_default, ge=1, le=cfg.serve.page_max),
-                    offset: int = Query(0, ge=0)) -> dict[str, Any]:
+                    offset: int = Query(0, ge=0, le=INT_MAX)) -> dict[str, Any]:
         total, recs = await on_store(st.list_memories, limit=limit, offset=offset, q=q,
                                      scope=scope, category=category, agent_id=agent_id,
                                      user_id=user_id)
@@ -229,27 +241,33 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
                 "next_offset": nxt if nxt < total else None,
                 "memories": [_record(r) for r in recs]}
 
-    @app.post("/api/memory", dependencies=auth)
+    @app.post("/api/memory")
     async def write_memory(body: WriteRequest) -> dict[str, Any]:
-        out = await on_store(as_user_request(st.write), {"writes": body.writes}, agent_id=body.agent_id,
-                             user_id=body.user_id, dialogue_id=body.dialogue_id,
-                             turn_id=body.turn_id, turn_counter=body.turn_counter)
+        check_times(body.writes)
+        out = await on_store(as_user_request(st.write), {"writes": body.writes},
+                             agent_id=body.agent_id, user_id=body.user_id,
+                             dialogue_id=body.dialogue_id, turn_id=body.turn_id,
+                             turn_counter=body.turn_counter)
         return {"ids": out.ids, "indices": list(out.indices),
                 "dropped": [{"index": d.index, "chars": d.chars, "total_before": d.total_before}
                             for d in out.dropped],
                 "skipped": list(out.skipped), "chars": out.chars, "budget": out.budget}
 
-    @app.post("/api/agents/{agent_id}/release-memory", dependencies=auth)
+    @app.post("/api/agents/{agent_id}/release-memory")
     async def release_memory(agent_id: str) -> dict[str, Any]:
         agent_id = check_id(agent_id, "agent_id")
         done = {name: await on_store(fn, agent_id) for name, fn in app.state.releasers.items()}
         return {"agent_id": agent_id, "released": done}
 
-    @app.get("/api/recall", dependencies=auth)
+    @app.get("/api/recall")
     async def recall(q: str = Query(..., min_length=1, max_length=cfg.recall.max_query_chars),
-               k: int | None = Query(None, ge=1), agent_id: str | None = Query(None, min_length=1),
+               k: int | None = Query(None, ge=1, le=INT_MAX),
+               agent_id: str | None = Query(None, min_length=1),
                user_id: str | None = Query(None, min_length=1)) -> dict[str, Any]:
-        res = await on_store(as_user_request(st.recall), q, k=k, agent_id=agent_id, user_id=user_id)
+        q = check_text(q, "q", max_chars=cfg.recall.max_query_chars,
+                       limit_name="recall.max_query_chars")    # named as the API names it
+        res = await on_store(as_user_request(st.recall), q, k=k, agent_id=agent_id,
+                             user_id=user_id)
         frame = res.frame
         scores = frame["score"].tolist() if len(res) else []
         return {"query": res.query, "empty_reason": res.empty_reason, "notes": list(res.notes),
@@ -270,8 +288,4 @@ def _gate_status(gate: VRAMGate) -> dict[str, Any]:
             "trace": gate.trace.summary(gate.capacity_mb)}
 
 
-class _Unauthorised(Exception):
-    """A request without the server's token (answered 401)."""
-
-
-__all__ = ["WriteRequest", "create_app"]
+__all__ = ["TIME_MAX", "TIME_MIN", "WriteRequest", "check_times", "create_app"]

@@ -4,6 +4,11 @@ memories (``GET /api/memory``). Read only; every SQL statement of those views is
 
 from __future__ import annotations
 
+from numbers import Integral
+from typing import Any
+
+from memlab.errors import InvalidInput
+
 from .connect import Connection
 
 #: the memory_records columns memories are counted by (a fixed list: names go into the SQL)
@@ -11,6 +16,9 @@ COUNTED_COLUMNS = ("scope", "category", "retention_layer", "cognitive_layer", "l
                    "deprecated", "pinned", "embedding_status", "agent_id")
 #: how a NULL of a counted column is shown (a Reverie memory has no Familiars scope or category)
 NONE = "(none)"
+#: SQLite's INTEGER range: the one bound on an integer handed to SQL from a request (a page's
+#: limit and offset here; the HTTP API bounds every integer of a request by it, memlab.serve)
+INT_MIN, INT_MAX = -2**63, 2**63 - 1
 
 
 def by_column(conn: Connection, column: str) -> dict[str, int]:
@@ -76,9 +84,22 @@ def list_rowids(conn: Connection, *, agent_id: str, user_id: str, scope: str | N
         args.append(q)
     if not include_deprecated:
         where.append("deprecated = 0")
+    limit = _check_count(limit, "limit", 1)
+    offset = _check_count(offset, "offset", 0)
     sql = " AND ".join(where)
     n = int(conn.execute(f"SELECT count(*) FROM memory_records WHERE {sql}", args).fetchone()[0])
     rows = [r[0] for r in conn.execute(
         f"SELECT rowid FROM memory_records WHERE {sql} ORDER BY timestamp DESC, rowid DESC "
-        "LIMIT ? OFFSET ?", args + [int(limit), int(offset)])]
+        "LIMIT ? OFFSET ?", args + [limit, offset])]
     return n, rows
+
+
+def _check_count(value: Any, field: str, low: int) -> int:
+    """A whole number in [low, INT_MAX] (bool and floats refused), as an int; InvalidInput
+    naming ``field`` otherwise (an integer too long to print is shown by its size)."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or not low <= value <= INT_MAX:
+        shown = f"an integer of {int(value).bit_length()} bits" \
+            if isinstance(value, Integral) and abs(value) > 10**30 else value
+        raise InvalidInput(field, f"must be a whole number in [{low}, {INT_MAX}] (SQLite's "
+                           "INTEGER range)", shown)
+    return int(value)

@@ -1,97 +1,19 @@
 """The HTTP API (memlab.serve, familiars §5.11) against a REAL server process on 127.0.0.1:
-``memlab serve`` started in a subprocess on a free port (a bounded readiness poll), stopped in the
-fixture's finalizer. Each test writes as its own agent, so they share one server."""
+``memlab serve`` started in a subprocess on a free port (serve_helpers.Server, the session's
+``server`` fixture). Each test writes as its own agent, so they share one server."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import sqlite3
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from memlab.serve.cli import is_loopback
-
-ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "s3cret-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-READY_S = 60.0   # bound of the readiness poll
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, tmp: Path) -> None:
-        self.path = tmp / "served.db"
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / "server.log"
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        env.pop("MEMLAB_SERVE_TOKEN", None)
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "memlab.cli", "serve", str(self.path), "--port",
-                 str(self.port), "--token", TOKEN, "--set", "embedding.backend=hashing",
-                 "--set", "recall.floor_mode=absolute", "--set", "recall.relevance_floor=0.0",
-                 "--set", "serve.page_max=20", "--set", "serve.page_default=5"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(tmp))
-        deadline = time.monotonic() + READY_S
-        while True:   # the bounded readiness poll
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"memlab serve exited {self.proc.returncode}: "
-                                   f"{self.log.read_text(errors='replace')}")
-            try:
-                if httpx.get(self.url + "/api/memory_status", headers=AUTH,
-                             timeout=2.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"memlab serve not ready within {READY_S} s")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=15)
-
-    def client(self, **kw) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=kw.pop("headers", AUTH), timeout=30.0,
-                            **kw)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("serve"))
-    yield s
-    s.stop()
-
-
-def _add(content, scope="user", category="profile", **entry):
-    return {"op": "add", "scope": scope, "category": category,
-            "entry": {"content": content, **entry}}
-
-
-def _stored_ids(path: Path) -> set[str]:
-    conn = sqlite3.connect(path)
-    try:
-        return {r[0] for r in conn.execute("SELECT id FROM memory_records")}
-    finally:
-        conn.close()
+from serve_helpers import AUTH, TOKEN
+from serve_helpers import add as _add
+from serve_helpers import stored_ids as _stored_ids
 
 
 # -- authentication ---------------------------------------------------------------------------------
@@ -172,24 +94,22 @@ def test_malformed_write_is_422_naming_the_field_and_writes_nothing(server, body
     assert _stored_ids(server.path) == before
 
 
-@pytest.mark.parametrize("method, path, kwargs, loc", [
-    ("POST", "/api/memory", {"json": {"wrytes": []}}, ["body", "writes"]),
-    ("POST", "/api/memory", {"json": {"writes": [], "turn_counter": -1}},
-     ["body", "turn_counter"]),
+@pytest.mark.parametrize("method, path, kwargs, field", [
+    ("POST", "/api/memory", {"json": {"wrytes": []}}, "writes"),
+    ("POST", "/api/memory", {"json": {"writes": [], "turn_counter": -1}}, "turn_counter"),
     ("POST", "/api/memory", {"content": b"{not json", "headers": {**AUTH, "content-type":
-                                                                 "application/json"}},
-     ["body", 1]),
-    ("GET", "/api/memory?limit=0", {}, ["query", "limit"]),
-    ("GET", "/api/memory?limit=21", {}, ["query", "limit"]),      # serve.page_max = 20
-    ("GET", "/api/memory?offset=-1", {}, ["query", "offset"]),
-    ("GET", "/api/recall", {}, ["query", "q"]),
-    ("GET", "/api/recall?q=x&k=0", {}, ["query", "k"]),
+                                                                 "application/json"}}, "body"),
+    ("GET", "/api/memory?limit=0", {}, "limit"),
+    ("GET", "/api/memory?limit=21", {}, "limit"),      # serve.page_max = 20
+    ("GET", "/api/memory?offset=-1", {}, "offset"),
+    ("GET", "/api/recall", {}, "q"),
+    ("GET", "/api/recall?q=x&k=0", {}, "k"),
 ])
-def test_malformed_request_is_422_naming_the_field(server, method, path, kwargs, loc):
+def test_malformed_request_is_422_naming_the_field(server, method, path, kwargs, field):
     with server.client() as c:
         r = c.request(method, path, **kwargs)
     assert r.status_code == 422, r.text
-    assert r.json()["detail"][0]["loc"] == loc
+    assert r.json()["detail"][0]["field"] == field
 
 
 def test_k_over_the_store_limit_is_422_naming_k(server):
