@@ -8,6 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
+#: The longest shown value (characters of its repr) in a message.
+SHOWN_MAX = 80
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for a message, at most :data:`SHOWN_MAX` characters (a string: cut inside
+    its quotes); an integer too long for Python to print (over 4,300 digits) by its size. Never
+    raises."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4_000:
+        return f"<an integer of {value.bit_length():,} bits>"
+    if isinstance(value, str):   # cut inside the quotes (as before), so the cut shows
+        return repr(value if len(value) <= SHOWN_MAX else value[:SHOWN_MAX - 3] + "...")
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError) as exc:   # a value whose repr itself fails
+        return f"<{type(value).__name__}: unprintable ({type(exc).__name__})>"
+    return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + "..."
+
 
 class MemlabError(Exception):
     """Base class of every error memlab raises on purpose."""
@@ -18,7 +36,7 @@ class ConfigError(MemlabError, ValueError):
 
     def __init__(self, key: str, rule: str, value: Any = None) -> None:
         self.key, self.rule, self.value = key, rule, value
-        super().__init__(f"config {key!r}: {rule} (got {value!r})")
+        super().__init__(f"config {key!r}: {rule} (got {shown(value)})")
 
 
 class InvalidInput(MemlabError, ValueError):
@@ -26,8 +44,7 @@ class InvalidInput(MemlabError, ValueError):
 
     def __init__(self, field: str, rule: str, value: Any = None) -> None:
         self.field, self.rule, self.value = field, rule, value
-        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
-        super().__init__(f"{field}: {rule} (got {shown!r})")
+        super().__init__(f"{field}: {rule} (got {shown(value)})")
 
 
 class UnsafeWrite(InvalidInput):
