@@ -13,6 +13,8 @@ Each field also has a ``stage``: what must be recomputed when it changes.
 - ``score``: the pure scorer only (a sweep replays cached features);
 - ``candidates``: candidate generation (pool sizes, routes): features must be recomputed;
 - ``ingest``: how items are written or embedded: the store must be rebuilt;
+- ``render``: only the prompt block recall renders after selection (its item cap and labels): no
+  score, ranking or metric changes, so a sweep over it measures nothing;
 - ``runtime``: lifecycle, writer, VRAM gate: not used by recall.
 
 A field no code reads yet is marked ``planned`` (``_f(..., planned="issue 10")``, naming the issue
@@ -40,7 +42,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_valid
 from memlab.errors import ConfigError
 from memlab.types import CATEGORIES, RETENTION_LAYERS, VALID_CELLS
 
-STAGES = ("score", "candidates", "ingest", "runtime")
+STAGES = ("score", "candidates", "ingest", "render", "runtime")
 
 
 def _f(default: Any, description: str, *, stage: str = "score", spec: str | None = None,
@@ -483,7 +485,7 @@ class FactsConfig(_Section):
     past_label: str = _f(
         "[past, since updated / 以前的，已更新] ", "Prefix of a superseded fact revision in the "
         "prompt block (a historical question's answer is a past state, never the current one). "
-        "memlab's choice, zh and en.", stage="runtime", spec="reverie §6.1")
+        "memlab's choice, zh and en.", stage="render", spec="reverie §6.1")
 
     @field_validator("patterns")
     @classmethod
@@ -566,8 +568,9 @@ class SelectionConfig(_Section):
                           spec="reverie §8")
     dedup_jaccard: float = _f(0.82, "Term-set Jaccard at which a memory duplicates a selected one.",
                               ge=0.0, le=1.0, spec="reverie §8")
-    prompt_max_items: int = _f(20, "Memories rendered into the prompt block at most.", ge=1,
-                               le=10_000, spec="reverie §10")
+    prompt_max_items: int = _f(20, "Memories rendered into the prompt block at most (after "
+                               "selection: no score or ranking changes).", ge=1, le=10_000,
+                               stage="render", spec="reverie §10")
 
 
 class DialogTreeConfig(_Section):
@@ -1253,7 +1256,7 @@ class SafetyConfig(_Section):
         "[unverified web content] ", "Prefix of an item with source_type 'untrusted_web' (stored "
         "apart, recalled only with include_web) in the prompt block, so that it is never read as "
         "one of the block's facts (§12: web content never becomes truth). memlab's choice.",
-        stage="runtime", spec="reverie §12")
+        stage="render", spec="reverie §12")
     web_k: int = _f(
         3, "At most this many items of untrusted web content (stored apart, memory_web_content) "
         "join a recall that asks for them (recall(..., include_web=True)); plain recall never "
@@ -1648,7 +1651,7 @@ class MemlabConfig(_Section):
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def stage_of(self, key: str) -> str:
-        """The stage (score/candidates/ingest/runtime) of a dotted key."""
+        """The stage (score/candidates/ingest/render/runtime) of a dotted key."""
         return describe_field(key)["stage"]
 
 
