@@ -15,6 +15,14 @@ A folder is written whole or not at all (written beside, then renamed into place
 the key and every file's sha256: an entry that is stale (another key: it cannot happen by name, but
 a hand-copied folder can) or corrupt (a file changed, missing or unreadable) is never used; it is
 logged, counted, removed and replayed again.
+
+The config's part depends on the write mode (issue 18): a field's stage is the one it has in the
+config's ``bench.write_mode`` (``memlab.config``: ``stage``, or ``writer_stage`` in writer mode).
+A writer replay stores what the write pipeline decides, and its §5 association step reads the
+relevance floor (``recall.floor_mode``, ``relevance_z``, ``relevance_floor``, ``lexical_floor``:
+score fields, ingest fields of a writer replay), so those four are in a writer replay's key and not
+in a raw replay's: a sweep over them rescores one cached raw table, and replays once per value in
+writer mode.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import pandas as pd
 
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.replay import Replayed
-from memlab.config import MemlabConfig, describe
+from memlab.config import STAGE_COLUMN, MemlabConfig, describe
 from memlab.recall.features import COLUMNS, Features
 from memlab.version import __version__
 
@@ -47,11 +55,14 @@ _NOT_FEATURES = ("embedding.batch_size", "embedding.threads")   # how, not what,
 
 
 def features_key(cfg: MemlabConfig) -> str:
-    """What the raw signals depend on in the config: every candidates- and ingest-stage field and
-    the embedder's (not its batch size or thread count). Configs with one key share one replay."""
+    """What the raw signals depend on in the config: every field whose stage in the config's write
+    mode (``describe()``'s ``stage``, or ``writer_stage`` when ``bench.write_mode`` is writer) is
+    candidates or ingest, and the embedder's (not its batch size or thread count). Configs with
+    one key share one replay."""
     flat = cfg.to_flat()
+    column = STAGE_COLUMN[cfg.bench.write_mode]
     keep = {r["key"]: flat[r["key"]] for r in describe()
-            if (r["stage"] in _FEATURE_STAGES or r["key"].startswith("embedding."))
+            if (r[column] in _FEATURE_STAGES or r["key"].startswith("embedding."))
             and r["key"] not in _NOT_FEATURES}
     return json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
 

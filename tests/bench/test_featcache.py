@@ -131,6 +131,21 @@ def test_cli_cache_dir_sets_where_both_caches_live(tiny_bench_folder, hashing_ya
     assert second.exit_code == 0 and "feature_cache_load" in second.output
 
 
+def test_the_writer_modes_floor_is_in_its_key_not_in_raw_modes(tiny_bench_folder, hashing_cfg,
+                                                               counting_embedder):
+    """Issue 18: a writer replay's association step reads the relevance floor, so another
+    relevance_z is another entry in writer mode, while raw mode rescores its one entry."""
+    writer = hashing_cfg.replace(**{"bench.write_mode": "writer"})
+    for cfg, hit in ((hashing_cfg, 1), (writer, 0)):
+        _run(tiny_bench_folder, cfg, counting_embedder)
+        again = _run(tiny_bench_folder, cfg.replace(**{"recall.relevance_z": 0.5}),
+                     counting_embedder)
+        assert again.counts["feature_cache_hit"] == hit, cfg.bench.write_mode
+    assert len(_entries(hashing_cfg)) == 3      # raw; writer at two relevance_z
+    assert FC.features_key(writer) != FC.features_key(writer.replace(**{"recall.lexical_floor":
+                                                                         0.5}))
+
+
 def _module_imports(path, *, top_level_only=False):
     """memlab modules ``path`` imports; ``top_level_only``: not those inside functions."""
     import ast
