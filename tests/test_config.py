@@ -86,7 +86,8 @@ def test_every_field_is_described_with_a_stage():
     assert len(rows) == len(MemlabConfig().to_flat()) > 100
     for r in rows:
         assert r["description"], r["key"]
-        assert r["stage"] in ("score", "candidates", "ingest", "runtime"), r["key"]
+        assert r["stage"] in ("score", "candidates", "ingest", "render", "runtime"), r["key"]
+        assert r["writer_stage"] in ("score", "candidates", "ingest", "render", "runtime")
     # a field the spec leaves open says it is memlab's choice
     assert "memlab's choice" in describe_field("forgetting.reinforcement_alpha")["description"]
     assert describe_field("fusion.relevance")["range"] == "[0.0, 10.0]"

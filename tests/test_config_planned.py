@@ -222,11 +222,15 @@ def test_config_show_lists_planned_fields_with_their_issue(cli, tmp_path, marked
     res = cli("config", "show")
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert lines[0].split()[:6] == ["key", "value", "default", "range", "stage", "planned"]
+    assert lines[0].split()[:7] == ["key", "value", "default", "range", "stage", "writer",
+                                    "planned"]
     rows = {ln.split()[0]: ln for ln in lines[1:] if ln.strip()}
     for r in describe(include_planned=True):
         cell = r["planned"] or "-"
-        assert re.search(rf"\s{r['stage']}\s+{re.escape(cell)}\s", rows[r["key"]]), r["key"]
+        writer = r["writer_stage"] if r["writer_stage"] != r["stage"] else "-"
+        assert re.search(rf"\s{r['stage']}\s+{writer}\s+{re.escape(cell)}\s",
+                         rows[r["key"]]), r["key"]
+    assert re.search(r"\sscore\s+ingest\s+-\s", rows["recall.relevance_z"])
     shown = json.loads(cli("config", "show", "--format", "json", "--section", "layers").stdout)
     assert {r["key"] for r in shown if r["planned"] == "issue 99"} == {marked}
     p = tmp_path / "w.yaml"

@@ -2,8 +2,8 @@
 replay (issue 8, item 2).
 
 A replay (:func:`memlab.bench.replay.replay`) depends on the dataset's content, the embedder, the
-candidates- and ingest-stage part of the config (:func:`features_key`) and memlab's own code. Their
-digest names a folder under ``<bench.cache_dir>/features/``::
+candidates- and ingest-stage part of the config (:func:`features_key`) and memlab's own code
+(:func:`code_digest`). Their digest names a folder under ``<bench.cache_dir>/features/``::
 
     <dataset>-<digest>/
         manifest.json      the key in full, the sha256 of every file, counts, when and how long
@@ -15,6 +15,15 @@ A folder is written whole or not at all (written beside, then renamed into place
 the key and every file's sha256: an entry that is stale (another key: it cannot happen by name, but
 a hand-copied folder can) or corrupt (a file changed, missing or unreadable) is never used; it is
 logged, counted, removed and replayed again.
+
+The config's part depends on the write mode (issue 18): a field's stage is the one it has in the
+config's ``bench.write_mode`` (``memlab.config``: ``stage``, or ``writer_stage`` in writer mode).
+A writer replay stores what the write pipeline decides, and its §5 association step reads the
+relevance floor (``recall.floor_mode``, ``relevance_z``, ``relevance_floor``, ``lexical_floor``:
+score fields, ingest fields of a writer replay), so those four are in a writer replay's key and not
+in a raw replay's: a sweep over them rescores one cached raw table, and replays once per value in
+writer mode. The code part is the sha256 of the files a replay can execute, found by following the
+import graph from the replay (:mod:`memlab.bench.replaycode`), and of memlab's data files.
 """
 
 from __future__ import annotations
@@ -35,7 +44,8 @@ import pandas as pd
 
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.replay import Replayed
-from memlab.config import MemlabConfig, describe
+from memlab.bench.replaycode import ROOT, replay_files
+from memlab.config import STAGE_COLUMN, MemlabConfig, describe
 from memlab.recall.features import COLUMNS, Features
 from memlab.version import __version__
 
@@ -47,45 +57,28 @@ _NOT_FEATURES = ("embedding.batch_size", "embedding.threads")   # how, not what,
 
 
 def features_key(cfg: MemlabConfig) -> str:
-    """What the raw signals depend on in the config: every candidates- and ingest-stage field and
-    the embedder's (not its batch size or thread count). Configs with one key share one replay."""
+    """What the raw signals depend on in the config: every field whose stage in the config's write
+    mode (``describe()``'s ``stage``, or ``writer_stage`` when ``bench.write_mode`` is writer) is
+    candidates or ingest, and the embedder's (not its batch size or thread count). Configs with
+    one key share one replay."""
     flat = cfg.to_flat()
+    column = STAGE_COLUMN[cfg.bench.write_mode]
     keep = {r["key"]: flat[r["key"]] for r in describe()
-            if (r["stage"] in _FEATURE_STAGES or r["key"].startswith("embedding."))
+            if (r[column] in _FEATURE_STAGES or r["key"].startswith("embedding."))
             and r["key"] not in _NOT_FEATURES}
     return json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
 
 
-#: memlab's modules that compute nothing a replay stores: scoring (the learned scorer too),
-#: selection, metrics, reports, tracking, tuning and the command line read raw signals, never make
-#: them. config.py: what a replay reads of the config is in the key as values (features_key), so a
-#: new score-stage field does not drop the cache. A change to these keeps the feature cache; any
-#: other module's change drops it.
-NOT_REPLAY_CODE = ("recall/score.py", "recall/select.py", "recall/inject.py", "recall/result.py",
-                   "recall/learned.py", "config.py", "bench/run.py", "bench/metrics.py",
-                   "bench/plots.py", "bench/track.py", "bench/tracking.py", "bench/cli.py",
-                   "bench/significance.py", "cli.py", "tune/")
-
-
-def _replay_code(rel: str) -> bool:
-    return not any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in NOT_REPLAY_CODE)
-
-
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """sha256 of the memlab source and data files a replay runs (all but :data:`NOT_REPLAY_CODE`):
-    a change of the code that computes raw signals must not reuse signals it computed before
-    (``__version__`` alone does not move between commits)."""
-    root = Path(__file__).resolve().parents[1]
+    """sha256 of the memlab source and data files a replay can execute
+    (:func:`memlab.bench.replaycode.replay_files`: the import graph from the replay, both write
+    modes): a change of the code that computes raw signals must not reuse signals it computed
+    before (``__version__`` alone does not move between commits)."""
     h = hashlib.sha256(__version__.encode())
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".txt",
-                                                                                     ".npz", ".json",
-                                                                                     ".yaml")):
-        rel = path.relative_to(root).as_posix()
-        if not _replay_code(rel):
-            continue
+    for rel in replay_files():
         h.update(rel.encode())
-        h.update(path.read_bytes())
+        h.update((ROOT / rel).read_bytes())
     return h.hexdigest()
 
 

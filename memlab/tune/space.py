@@ -16,8 +16,9 @@ A space file::
         sum: 1.0
 
 Checks (each a :class:`~memlab.errors.ConfigError` naming the key, the rule and the value): the
-key exists; its stage is not ``runtime`` (recall never reads it); a float range is on a float field
-and an int range on an int field; the range lies inside the field's range (``ge``/``gt``/``le``/
+key exists; its stage is not ``runtime`` (recall never reads it) nor ``render`` (only the prompt
+block rendered after selection reads it: no ranking or metric moves); a float range is on a float
+field and an int range on an int field; the range lies inside the field's range (``ge``/``gt``/``le``/
 ``lt``); ``log`` needs a low bound above 0; every categorical choice is a valid value of the field.
 ``normalise`` rescales its keys' sampled values so that they sum to ``sum`` (all 0: equal shares);
 its keys are float keys of the space with a low bound >= 0, and ``sum`` must be a valid value of
@@ -46,6 +47,10 @@ __all__ = ["Param", "Normalise", "Space", "load_space", "resolve_space", "SPACE_
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPACE_DIRS = (Path("experiments/sweeps"), REPO_ROOT / "experiments" / "sweeps")
 KINDS = ("float", "int", "categorical")
+#: Stages of fields no metric of a sweep reads, and why (memlab.config's stages).
+_UNMEASURED = {"runtime": "recall never reads it",
+               "render": "only the prompt block rendered after selection reads it (no score, "
+                         "ranking or metric changes)"}
 
 
 @dataclass(frozen=True)
@@ -215,9 +220,9 @@ def _param(key: str, spec: Any) -> Param:
     if info["planned"]:
         raise ConfigError(key, f"planned ({info['planned']}): no code reads it yet, a sweep over "
                           "it measures nothing", info["planned"])
-    if info["stage"] == "runtime":
-        raise ConfigError(key, "stage 'runtime': recall never reads it, a sweep over it "
-                          "measures nothing", info["stage"])
+    if info["stage"] in _UNMEASURED:
+        raise ConfigError(key, f"stage '{info['stage']}': {_UNMEASURED[info['stage']]}, a sweep "
+                          "over it measures nothing", info["stage"])
     if not isinstance(spec, Mapping):
         raise ConfigError(key, "a range is a mapping such as {float: [0.0, 1.0]}, {int: [1, 9]} "
                           "or {categorical: [a, b]}", spec)

@@ -77,7 +77,9 @@ class SweepSpec:
 
 def _result_digest(cfg: MemlabConfig) -> str:
     """A hash of the fields that can change a score (every stage but runtime: a cache folder or
-    a batch size does not bind a study)."""
+    a batch size does not bind a study). Render-stage fields (the prompt block's item cap and
+    labels) change no score either, but stay in: leaving them out would change the hash of every
+    study made before that stage existed, and a resumed study would be refused."""
     flat = cfg.to_flat()
     keep = {r["key"]: flat[r["key"]] for r in describe() if r["stage"] != "runtime"}
     blob = json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)

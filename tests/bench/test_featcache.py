@@ -3,6 +3,7 @@ same metrics from memory-mapped columns, and an entry that is corrupt or stale i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 
@@ -135,49 +136,114 @@ def test_cli_cache_dir_sets_where_both_caches_live(tiny_bench_folder, hashing_ya
     assert second.exit_code == 0 and "feature_cache_load" in second.output
 
 
-def _module_imports(path, *, top_level_only=False):
-    """memlab modules ``path`` imports; ``top_level_only``: not those inside functions."""
-    import ast
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    roots = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] \
-        if top_level_only else [tree]
-    out = set()
-    for node in (n for root in roots for n in ast.walk(root)):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.startswith("memlab"):
-            out.add(node.module)
-            out.update(f"{node.module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.startswith("memlab"))
-    return out
+def test_the_writer_modes_floor_is_in_its_key_not_in_raw_modes(tiny_bench_folder, hashing_cfg,
+                                                               counting_embedder):
+    """Issue 18: a writer replay's association step reads the relevance floor, so another
+    relevance_z is another entry in writer mode, while raw mode rescores its one entry."""
+    writer = hashing_cfg.replace(**{"bench.write_mode": "writer"})
+    for cfg, hit in ((hashing_cfg, 1), (writer, 0)):
+        _run(tiny_bench_folder, cfg, counting_embedder)
+        again = _run(tiny_bench_folder, cfg.replace(**{"recall.relevance_z": 0.5}),
+                     counting_embedder)
+        assert again.counts["feature_cache_hit"] == hit, cfg.bench.write_mode
+    assert len(_entries(hashing_cfg)) == 3      # raw; writer at two relevance_z
+    assert FC.features_key(writer) != FC.features_key(writer.replace(**{"recall.lexical_floor":
+                                                                         0.5}))
 
 
-def test_code_outside_the_digest_is_not_reached_by_a_replay():
-    """The modules left out of code_digest must be ones a replay never runs: the transitive
-    imports of bench/replay.py (and the dataset loaders) reach none of them except the ones
-    that replay reaches only through api.recall (score/select/inject and the learned scorer
-    that score.py registers: unused by replay's raw-signal path) -- listed here so that a new
-    edge is a decision, not an accident."""
+def test_the_digest_covers_the_modules_a_writer_replay_runs():
+    """The code digest's files come from the import graph: the writer replay's association step
+    (recall/associate.py -> recall/score.py's relevance_mask) is in it, as are the write
+    pipeline, the config and the data files; tuning, tracking, the CLI and the VRAM gate are not
+    (a replay never imports them: editing them keeps every cached table)."""
+    from memlab.bench.replaycode import replay_files
+
+    files = set(replay_files())
+    assert {"recall/score.py", "recall/associate.py", "write/interaction.py", "bench/replay.py",
+            "recall/candidates.py", "config.py", "api.py", "data/background_zh.txt"} <= files
+    assert not files & {"tune/sweep.py", "tune/kernels.py", "bench/cli.py", "bench/run.py",
+                        "bench/tracking.py", "cli.py", "vram/gate.py", "serve/app.py"}
+    assert FC.code_digest() != hashlib.sha256(b"").hexdigest()
+
+
+def test_the_import_graph_follows_lazy_relative_and_parent_imports(tmp_path):
+    """The rules of memlab.bench.replaycode.reachable on a package made here: an import inside a
+    function of an imported module is followed (it runs when the replay calls it); a package
+    that is only a parent runs its top level, so its lazy facades are not followed; relative
+    imports and ``from package import module`` name modules."""
+    from memlab.bench.replaycode import reachable
+
+    pkg = tmp_path / "memlab"
+    files = {
+        "__init__.py": "from memlab.a import x\n\ndef facade():\n    from memlab.lazy import y\n",
+        "a.py": "x = 1\n\ndef g():\n    from memlab.b import z\n",
+        "b.py": "from . import c\nz = 2\n",
+        "c.py": "", "lazy.py": "", "unreached.py": "import memlab.c\n", "e.py": "",
+        "sub/__init__.py": "import memlab.d\n\nclass K:\n    from memlab.k import w\n",
+        "sub/entry.py": "from memlab import e\n", "d.py": "", "k.py": "w = 0\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text, encoding="utf-8")
+    got = reachable(("memlab.sub.entry",), root=pkg)
+    assert got == {"memlab", "memlab.sub", "memlab.sub.entry", "memlab.e", "memlab.a",
+                   "memlab.b", "memlab.c", "memlab.d", "memlab.k"}
+
+
+_LOADED = """
+import sys
+from datetime import datetime, timedelta, timezone
+from memlab.bench.datasets.canonical import Card, Dataset, Item, Question
+from memlab.bench.replay import replay
+from memlab.config import MemlabConfig
+from memlab.embed import make_embedder
+
+class NoCache:
+    def get_many(self, key, texts):
+        return {}
+    def put_many(self, key, texts, vecs):
+        pass
+
+t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+texts = ["用户喜欢爬山，周末常去香山", "用户周末又去香山爬山了",
+         "The user likes hiking on weekends", "The user went hiking again last weekend"]
+items = [Item("c", f"i{i}", "s", "user", t, t0 + timedelta(days=i), {}) for i, t in
+         enumerate(texts)]
+# a question between the items: they are written in two batches, the second's association
+# lookup finds the first's memories
+qs = [Question("c", f"q{d}", "爬山", t0 + timedelta(days=d, hours=12), "x", ("i0",))
+      for d in (1, 3)]
+ds = Dataset(Card("loaded", "1", "mixed", "CC0-1.0", "tests", "turn", "d"), items, qs)
+cfg = MemlabConfig().replace(**{"embedding.backend": "hashing", "bench.write_mode": sys.argv[1]})
+rep = replay(ds, cfg=cfg, embedder=make_embedder(cfg), cache=NoCache(), progress=False)
+assert rep.counts["items_written"] == 4, rep.counts
+# modules with code (memlab.recall is a namespace package: no file)
+print(" ".join(sorted(m for m, mod in list(sys.modules.items())
+                      if (m == "memlab" or m.startswith("memlab."))
+                      and getattr(mod, "__file__", None))))
+"""
+
+
+@pytest.mark.parametrize("mode", ["raw", "writer"])
+def test_every_module_a_replay_loads_is_in_the_digest(mode, tmp_path):
+    """A replay run in a fresh interpreter loads only modules of the digest (the static graph
+    over-approximates what runs); the writer replay does load recall/score.py."""
+    import os
+    import subprocess
+    import sys
     from pathlib import Path
 
     import memlab
-    root = Path(memlab.__file__).resolve().parent
-    files = {p.relative_to(root).with_suffix("").as_posix().replace("/", "."): p
-             for p in root.rglob("*.py")}
-    files = {("memlab." + k).removesuffix(".__init__"): v for k, v in files.items()}
-    seen, todo = set(), ["memlab.bench.replay", "memlab.bench.featcache"]
-    while todo:
-        mod = todo.pop()
-        if mod in seen or mod not in files:
-            continue
-        seen.add(mod)
-        # importing the package runs its top level only: its facades (memlab.open_store,
-        # memlab.sweep) import lazily, and a replay never calls them
-        todo.extend(m for m in _module_imports(files[mod], top_level_only=mod == "memlab")
-                    if m in files)
-    reached = {files[m].relative_to(root).as_posix() for m in seen}
-    excluded = {r for r in reached if not FC._replay_code(r)}
-    assert excluded <= {"recall/score.py", "recall/select.py", "recall/inject.py",
-                        "recall/result.py", "config.py",
-                        "recall/learned.py"}, excluded   # a scorer: score.py imports it
-    assert FC._replay_code("recall/candidates.py") and not FC._replay_code("tune/sweep.py")
+    from memlab.bench.replaycode import reachable
+
+    repo = str(Path(memlab.__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [repo, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    out = subprocess.run([sys.executable, "-c", _LOADED, mode], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    assert "memlab.bench.replay" in loaded and "memlab.write.interaction" in loaded
+    assert loaded - reachable() == set()
+    if mode == "writer":
+        assert {"memlab.recall.associate", "memlab.recall.score"} <= loaded

@@ -339,7 +339,7 @@ def test_long_lists_short_rankings_blocks(world, monkeypatch, path):
     monkeypatch.setattr(rescore, "_walk_vectorised", spy_walk)
     # seed: draws that take every path past the prefix (the draws move when a score-stage field
     # is added or retagged; the assertions below say when they no longer cover both)
-    for cfg in random_configs(base, N_CONFIGS, seed=SEED + 3, keys=keys, ranges=RANGES):
+    for cfg in random_configs(base, N_CONFIGS, seed=SEED + 4, keys=keys, ranges=RANGES):
         rep = _replay(world, cfg)
         prep = Prepared(rep)                      # fresh: blocks of BLOCK_ROWS rows
         seen["blocks"] += len(prep.blocks) > 1

@@ -8,7 +8,7 @@ import math
 import optuna
 import pytest
 
-from memlab.config import MemlabConfig, describe
+from memlab.config import MemlabConfig, describe, describe_field
 from memlab.errors import ConfigError
 from memlab.tune.space import Normalise, Space, load_space, resolve_space
 
@@ -43,7 +43,6 @@ REVERIE_LEFT_OUT = {
     "forgetting.decay_lambda": "multiplies the same rates as the half-lives",
     "forgetting.layer_scale_long_term": "multiplies the same rate as the half-life",
     "forgetting.layer_scale_short_term": "multiplies the same rate as the half-life",
-    "selection.prompt_max_items": "the prompt block's rendering, not the ranking",
     "fusion.learned_model": "the learned scorer's model file, not a reverie weight",
 }
 
@@ -59,6 +58,9 @@ def test_reverie_space_covers_every_fusion_forgetting_selection_weight():
 @pytest.mark.parametrize("params, key, rule", [
     ({"fusion.nope": {"float": [0.0, 1.0]}}, "fusion.nope", "unknown key"),
     ({"governance.pins_max": {"int": [1, 5]}}, "governance.pins_max", "runtime"),
+    ({"selection.prompt_max_items": {"int": [5, 40]}}, "selection.prompt_max_items",
+     "stage 'render': only the prompt block rendered after selection reads it"),
+    ({"facts.past_label": {"categorical": ["", "[old] "]}}, "facts.past_label", "render"),
     ({"selection.char_budget": {"float": [10.0, 100.0]}}, "selection.char_budget",
      "needs a float field"),
     ({"fusion.relevance": {"int": [0, 1]}}, "fusion.relevance", "needs a int field"),
@@ -192,3 +194,19 @@ def test_every_committed_preset_loads_and_tuned_presets_resolve_by_name():
         cfg = load_config(resolve_preset(name)[1])
         if "tuned" in name:
             assert cfg.fusion.scorer == "reverie" and cfg != load_config(resolve_preset("reverie")[1])
+
+
+def test_no_shipped_space_or_random_draw_names_a_field_no_metric_reads():
+    """The shipped spaces load (validation refuses a runtime- or render-stage field) and name
+    none; the random configurations of memlab.tune.sample (parity tests, throughput benchmark)
+    draw only score-stage fields, so not selection.prompt_max_items (render) either."""
+    from memlab.tune.sample import reverie_keys
+    from memlab.tune.space import REPO_ROOT, load_space
+
+    paths = sorted((REPO_ROOT / "experiments" / "sweeps").glob("*.yaml"))
+    assert paths
+    for path in paths:
+        keys = load_space(path).keys
+        assert [k for k in keys if describe_field(k)["stage"] in ("render", "runtime")] == [], path
+    assert "selection.prompt_max_items" not in reverie_keys()
+    assert {describe_field(k)["stage"] for k in reverie_keys()} == {"score"}
