@@ -1,8 +1,8 @@
 """The Optuna side of a sweep: storage, samplers and the trial loop that one or several worker
 processes run on one study.
 
-Storage. A journal file by default (``JournalStorage(JournalFileBackend(path))``: several
-processes on one machine append to it under a file lock), or any Optuna RDB URL
+Storage (:mod:`memlab.tune.storage`). A journal file by default (several processes on one
+machine append to it under an OS file lock that dies with its holder), or any Optuna RDB URL
 (``sqlite:///...``, ``postgresql://...``) so that workers on several machines join one study.
 Rerunning a sweep loads its study and continues it.
 
@@ -13,7 +13,8 @@ finish exactly N. Commands on several machines each aim at N and may overshoot b
 running elsewhere when N is reached (as Optuna's ``MaxTrialsCallback``).
 
 Killed workers. A record torn by a kill mid-append is dropped when the journal is next opened
-(:func:`repair_journal`, under the journal's lock). A journal has no heartbeat: a trial whose process was killed stays RUNNING.
+(:func:`~memlab.tune.storage.repair_journal`, under the journal's lock). A journal has no
+heartbeat: a trial whose process was killed stays RUNNING.
 Each trial records ``memlab.worker`` = ``host:pid``; :func:`fail_orphans` marks FAIL the RUNNING
 trials of this host whose process no longer exists (run before a sweep starts), so that the
 trial table does not show them running forever. A kill between Optuna creating a trial and the
@@ -36,7 +37,6 @@ import os
 import socket
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -45,6 +45,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import ConfigError, InvalidInput
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.space import Space
+from memlab.tune.storage import open_storage, repair_journal  # noqa: F401 - re-exported
 
 __all__ = ["SAMPLERS", "open_storage", "make_sampler", "open_study", "run_trials", "fail_orphans",
            "enqueue_default", "default_params", "Budget", "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
@@ -64,53 +65,6 @@ def _optuna():
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
-
-
-def open_storage(storage: str | Path):
-    """A journal file path, or an Optuna RDB URL (anything with ``://``)."""
-    optuna = _optuna()
-    text = str(storage)
-    if "://" in text:
-        return optuna.storages.RDBStorage(text)
-    from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
-
-    path = Path(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = JournalFileSymlinkLock(str(path))   # the backend's own lock (a stale one: 30 s)
-    if path.exists():
-        lock.acquire()
-        try:
-            repair_journal(path)
-        finally:
-            lock.release()
-    return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
-
-
-def repair_journal(path: Path) -> int:
-    """Drop a torn last record (a process killed while appending leaves a line without its
-    newline; Optuna skips it on reading, but the next append would glue a valid record to it and
-    make the file unreadable). Call under the journal's lock. Returns the bytes dropped."""
-    with open(path, "rb+") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return 0
-        keep = 0
-        pos = size
-        while pos > 0 and not keep:
-            step = min(pos, 1 << 16)
-            pos -= step
-            f.seek(pos)
-            chunk = f.read(step)
-            cut = chunk.rfind(b"\n")
-            if cut >= 0:
-                keep = pos + cut + 1
-        f.truncate(keep)
-    log.warning("%s: dropped a torn last record (%d bytes) left by a killed process",
-                path, size - keep)
-    return size - keep
 
 
 def sampler_seed(seed: int | None, worker: int, existing: int) -> int | None:

@@ -30,6 +30,7 @@ from memlab.errors import InvalidInput, MemlabError
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.report import SweepResult, best_trial, summarise_folds
 from memlab.tune.space import Space, resolve_space
+from memlab.tune.storage import check_storage
 from memlab.tune.study import (Budget, TrialLoop, enqueue_default, fail_orphans, make_sampler,
                                n_complete, open_storage, open_study, run_trials, sampler_seed)
 
@@ -236,7 +237,8 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     values), ``.folds`` and ``.test`` when asked. See ``memlab sweep --help`` for the arguments;
     ``embedder`` replaces the one the preset names (in-process trials only: worker processes
     build the preset's own). ``storage``: a journal file (default
-    ``<out_dir>/<study>.journal``) or an Optuna RDB URL; rerunning continues the study.
+    ``<out_dir>/<study>.journal``) or an Optuna RDB URL; rerunning continues the study; one
+    that cannot hold a study is refused before anything runs (:mod:`memlab.tune.storage`).
     ``start_from_default``: a new study's first trial is the preset's own configuration, when
     the space holds it (not with the grid sampler).
     ``gate``: the VRAM gate the replay's embedder runs through (:mod:`memlab.bench.vramgate`;
@@ -261,6 +263,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     name = _safe(study or f"{sp.name}-{Path(str(dataset)).name}-{pname}-{obj.label}")
     out = Path(out_dir)
     store = str(storage) if storage is not None else str(out / f"{name}.journal")
+    check_storage(store)   # a path or URL that cannot hold the study: refused before the replay
     spec = SweepSpec(str(dataset), path, ds_options, limit, pname, str(ppath),
                      dict(overrides or {}), sp, obj.label, level, macro_categories, sampler,
                      seed, store, name, start_from_default)

@@ -1,20 +1,31 @@
-"""Hostile inputs to ``memlab sweep`` (issue 19, items 8): each is refused by a named
+"""Hostile inputs to ``memlab sweep`` (issue 19, items 8 and 12): each is refused by a named
 memlab error, exit code 2, no traceback, before anything of its size is built or written; the
 files given stay byte-identical. Read-only folders are tried in a process that permissions bind
 (as root, for whom chmod changes nothing, the child runs as uid 65534)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from memlab.bench.datasets.canonical import write_dataset
 from memlab.cli import app
 from memlab.errors import ConfigError
+from memlab.tune.objective import Objective
 from memlab.tune.space import load_space
+from memlab.tune.storage import RECORD_START, open_storage
+from memlab.tune.study import open_study
 
 ROOT = Path(__file__).resolve().parents[2]
+NOBODY = 65534
 SPACE = ("params:\n"
          "  fusion.relevance: {float: [0.0, 1.0]}\n"
          "  fusion.temporal: {float: [0.0, 1.0]}\n")
@@ -70,3 +81,122 @@ def test_a_space_not_utf8_deep_or_with_a_key_twice_is_named(args, tmp_path):
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# -- item 8: --storage (a path or a URL that cannot hold a study) ----------------------------------
+def _garbage(path: Path) -> None:
+    path.write_bytes(np.random.default_rng(19).bytes(3000))
+
+
+def _text(path: Path) -> None:
+    path.write_bytes(b"hello")                       # no newline: looked like a torn record
+
+
+def _bad_middle(path: Path) -> None:
+    path.write_bytes(RECORD_START + b'0,"worker_id":"w"}\nnot json\n' + RECORD_START + b"5}\n")
+
+
+def _bad_tail(path: Path) -> None:
+    open_study(open_storage(path), "t", Objective.parse("mrr"), {})
+    with open(path, "ab") as f:
+        f.write(b"trailing words")                  # not a torn record: must not be cut off
+
+
+@pytest.mark.parametrize("make,rule", [
+    (_garbage, "is not an Optuna journal"),
+    (_text, "is not an Optuna journal"),
+    (_bad_middle, "is not a readable Optuna journal"),
+    (_bad_tail, "neither a record nor a torn one"),
+])
+def test_a_file_that_is_not_a_journal_is_refused_and_left_unchanged(args, tmp_path, make, rule):
+    journal = tmp_path / "given.journal"
+    make(journal)
+    before = journal.read_bytes()
+    refused(args("--storage", str(journal)), "storage:", rule, str(journal))
+    assert journal.read_bytes() == before
+
+
+def test_a_folder_or_a_folder_under_a_file_is_refused(args, tmp_path):
+    (tmp_path / "adir").mkdir()
+    refused(args("--storage", str(tmp_path / "adir")), "storage:", "is a folder")
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    refused(args("--storage", str(tmp_path / "afile" / "s.journal")), "storage:",
+            "cannot be made")
+
+
+def test_rdb_urls_that_cannot_hold_a_study_are_named_without_their_password(args, tmp_path):
+    refused(args("--storage", "foo://bar"), "storage:", "unknown database scheme 'foo'")
+    refused(args("--storage", "://nothing"), "storage:", "not a database URL")
+    refused(args("--storage", f"sqlite:///{tmp_path}/missing/dir/s.db"), "storage:",
+            "cannot be opened")
+    try:
+        import psycopg2  # noqa: F401
+        rule = "cannot be opened"                    # installed: port 1 refuses the connection
+    except ImportError:
+        rule = "the database driver for postgresql is not installed"
+    out = refused(args("--storage", "postgresql://u:s3cret@127.0.0.1:1/db"), "storage:", rule,
+                  "u:***@127.0.0.1:1")
+    assert "s3cret" not in out
+
+
+@pytest.fixture
+def shared(tiny_bench):
+    """A folder uid 65534 can reach (pytest's tmp folder is private to root), the tiny dataset
+    and the space in it, ``w`` writable by that user and ``ro`` read-only."""
+    folder = Path(tempfile.mkdtemp(prefix="memlab-sweep-ro-"))
+    folder.chmod(0o755)
+    write_dataset(tiny_bench, folder / "tiny")
+    _write(folder / "space.yaml", SPACE)
+    (folder / "w").mkdir()
+    (folder / "ro").mkdir()
+    (folder / "ro" / "s.journal").write_bytes(b"")
+    (folder / "ro" / "mine.journal").write_bytes(b"")
+    if os.geteuid() == 0:
+        os.chown(folder / "w", NOBODY, NOBODY)
+        os.chown(folder / "ro" / "mine.journal", NOBODY, NOBODY)   # writable, its folder not
+    for p in folder.rglob("*"):
+        if p.name != "w":
+            p.chmod(0o755 if p.is_dir() else 0o644)
+    (folder / "ro").chmod(0o555)
+    try:
+        yield folder
+    finally:
+        (folder / "ro").chmod(0o755)
+        shutil.rmtree(folder)
+
+
+def unprivileged_sweep(folder: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``memlab sweep`` in a child process that file permissions bind."""
+    drop = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if os.geteuid() == 0 else {}
+    argv = [sys.executable, "-m", "memlab.cli", "sweep", "-d", str(folder / "tiny"), "--space",
+            str(folder / "space.yaml"), "--preset", "reverie", "--trials", "2", "-q",
+            "--no-track", *hashing_sets(folder / "w" / "cache"), *extra]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(folder / "w")}
+    try:
+        return subprocess.run(argv, cwd=folder / "w", env=env, capture_output=True, text=True,
+                              timeout=300, **drop)
+    except PermissionError as exc:                     # root without CAP_SETUID
+        pytest.skip(f"cannot drop root privileges: {exc}")
+
+
+def test_read_only_storage_is_named(shared):
+    ro, w = shared / "ro", shared / "w"
+    cases = [
+        (("--storage", str(ro / "new.journal"), "--out-dir", str(w / "o")),
+         "storage: the journal or its lock file beside it cannot be written",
+         "Permission denied"),
+        (("--storage", str(ro / "s.journal"), "--out-dir", str(w / "o")),   # root's 0644 file
+         "storage: the journal or its lock file", "Permission denied"),
+        (("--storage", str(ro / "mine.journal"), "--out-dir", str(w / "o")),  # the lock's folder
+         "storage: the journal or its lock file", "Permission denied"),
+        (("--storage", f"sqlite:///{ro}/s.db", "--out-dir", str(w / "o")),
+         "storage: the study database cannot be opened", "unable to open database file"),
+    ]
+    for extra, *needles in cases:
+        done = unprivileged_sweep(shared, *extra)
+        out = done.stdout + done.stderr
+        assert done.returncode == 2 and "Traceback" not in out, out
+        for n in needles:
+            assert n in out, out
+    assert sorted(p.name for p in ro.iterdir()) == ["mine.journal", "s.journal"]
+    assert (ro / "s.journal").read_bytes() == (ro / "mine.journal").read_bytes() == b""

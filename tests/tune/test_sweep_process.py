@@ -186,3 +186,34 @@ def test_a_trial_killed_before_its_worker_attribute_is_failed_when_its_workers_a
     other.ask()
     assert fail_orphans(other) == [0]
     assert [t.state.name for t in other.trials] == ["FAIL"]
+
+
+def test_the_journal_lock_of_a_killed_holder_is_free_at_once(tmp_path):
+    """Issue 19, item 12: Optuna's symlink lock outlived a SIGKILLed holder, and the next open
+    of the journal waited its 30 s grace period (2 of 4 resumes). memlab's lock is an OS lock
+    the kernel drops with its holder: taken again at once, without waiting."""
+    from memlab.tune.objective import Objective
+    from memlab.tune.storage import JournalLock
+    from memlab.tune.study import open_study
+
+    journal = tmp_path / "l.journal"
+    open_study(open_storage(journal), "l", Objective.parse("mrr"), {})
+    code = ("import sys; from memlab.tune.storage import JournalLock; "
+            "lock = JournalLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
+            "sys.stdin.read()")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(journal)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+        lock = JournalLock(journal)
+        assert lock.acquire(timeout=0) is False          # a live holder: others wait
+        holder.kill()
+        holder.wait()
+        assert lock.acquire(timeout=0) is True           # killed: free at once
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait()
+    study = open_study(open_storage(journal), "l", Objective.parse("mrr"), {})
+    study.tell(study.ask(), 0.5)                         # a resume writes at once
+    assert [t.values for t in load(journal, "l").trials] == [[0.5]]
