@@ -26,7 +26,7 @@ from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.run import resolve_preset
 from memlab.config import MemlabConfig, describe, load_config
-from memlab.errors import InvalidInput, MemlabError
+from memlab.errors import DatasetError, InvalidInput, MemlabError
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.report import SweepResult, best_trial, summarise_folds
 from memlab.tune.space import Space, resolve_space
@@ -64,8 +64,18 @@ class SweepSpec:
         return load_config(self.preset_path, overrides=dict(self.overrides))
 
     def load(self) -> Dataset:
+        """The dataset (its first ``limit`` questions); DatasetError when it leaves no question
+        with gold evidence to score."""
         ds = registry.load(self.dataset, path=self.path, **dict(self.dataset_options))
-        return ds.subset(limit_questions=self.limit) if self.limit is not None else ds
+        loaded = len(ds.questions)
+        if self.limit is not None:
+            ds = ds.subset(limit_questions=self.limit)
+        if not any(q.evidence for q in ds.questions):
+            why = (f"--limit {self.limit} leaves no question of {loaded}"
+                   if loaded and not ds.questions else
+                   "has no question with gold evidence: nothing to tune on")
+            raise DatasetError(ds.report.questions_file or self.dataset, why)
+        return ds
 
     def settings(self, ds: Dataset) -> dict[str, Any]:
         """What a study is bound to: a rerun with other settings needs another study name."""

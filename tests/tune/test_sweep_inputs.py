@@ -18,11 +18,12 @@ from typer.testing import CliRunner
 
 from memlab.bench.datasets.canonical import write_dataset
 from memlab.cli import app
-from memlab.errors import ConfigError
+from memlab.errors import ConfigError, DatasetError
 from memlab.tune.objective import Objective
-from memlab.tune.space import load_space
+from memlab.tune.space import Space, load_space
 from memlab.tune.storage import RECORD_START, open_storage
 from memlab.tune.study import open_study
+from memlab.tune.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
@@ -179,7 +180,7 @@ def unprivileged_sweep(folder: Path, *extra: str) -> subprocess.CompletedProcess
         pytest.skip(f"cannot drop root privileges: {exc}")
 
 
-def test_read_only_storage_is_named(shared):
+def test_read_only_storage_and_out_dir_are_named(shared):
     ro, w = shared / "ro", shared / "w"
     cases = [
         (("--storage", str(ro / "new.journal"), "--out-dir", str(w / "o")),
@@ -189,6 +190,8 @@ def test_read_only_storage_is_named(shared):
          "storage: the journal or its lock file", "Permission denied"),
         (("--storage", str(ro / "mine.journal"), "--out-dir", str(w / "o")),  # the lock's folder
          "storage: the journal or its lock file", "Permission denied"),
+        (("--out-dir", str(ro / "out")), "--out-dir: cannot write into this folder",
+         "Permission denied"),
         (("--storage", f"sqlite:///{ro}/s.db", "--out-dir", str(w / "o")),
          "storage: the study database cannot be opened", "unable to open database file"),
     ]
@@ -200,3 +203,20 @@ def test_read_only_storage_is_named(shared):
             assert n in out, out
     assert sorted(p.name for p in ro.iterdir()) == ["mine.journal", "s.journal"]
     assert (ro / "s.journal").read_bytes() == (ro / "mine.journal").read_bytes() == b""
+
+
+# -- item 8: --limit -------------------------------------------------------------------------------
+def test_limit_0_is_named_like_bench(args):
+    """It was a KeyError('conversation_id') from an empty per-query frame."""
+    refused(args("--limit", "0"), "queries.jsonl", "--limit 0 leaves no question of 4")
+
+
+def test_an_empty_dataset_is_a_dataset_error(tiny_bench, tmp_path):
+    from dataclasses import replace
+
+    folder = write_dataset(replace(tiny_bench, questions=()), tmp_path / "empty")
+    with pytest.raises(DatasetError, match="no question with gold evidence"):
+        sweep(dataset=str(folder), space=Space.from_dict({"params": {
+            "fusion.relevance": {"float": [0.0, 1.0]}}}), preset="reverie", trials=1,
+            out_dir=tmp_path / "o", progress=False,
+            overrides={"embedding.backend": "hashing", "bench.cache_dir": str(tmp_path / "c")})
