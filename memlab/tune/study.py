@@ -22,6 +22,9 @@ worker recording itself on it (two journal writes) leaves a RUNNING trial withou
 worker process also registers itself on the study (``memlab.workers.host:pid``) before its first
 trial, and such a trial is failed when every registered worker is of this host and gone.
 
+Grid. The grid sampler's grid is checked against the space's ``grid_max`` before Optuna builds
+it (:meth:`~memlab.tune.space.Space.check_grid`).
+
 Default first. A new study's first trial is the preset's own configuration when the space holds
 it (not with the grid sampler, which visits its grid): the best is never worse than the preset.
 
@@ -47,8 +50,9 @@ from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.space import Space
 from memlab.tune.storage import open_storage, repair_journal  # noqa: F401 - re-exported
 
-__all__ = ["SAMPLERS", "open_storage", "make_sampler", "open_study", "run_trials", "fail_orphans",
-           "enqueue_default", "default_params", "Budget", "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
+__all__ = ["SAMPLERS", "open_storage", "resolve_sampler", "make_sampler", "open_study",
+           "run_trials", "fail_orphans", "enqueue_default", "default_params", "Budget",
+           "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +77,9 @@ def sampler_seed(seed: int | None, worker: int, existing: int) -> int | None:
     return int(np.random.SeedSequence([int(seed), worker, existing]).generate_state(1)[0])
 
 
-def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | None,
-                 parallel: bool = False):
-    """An Optuna sampler by name (``auto``: TPE for one objective, NSGA-II for several)."""
-    optuna = _optuna()
+def resolve_sampler(name: str, objective: Objective) -> str:
+    """The sampler ``name`` stands for (``auto``: ``tpe`` for one objective, ``nsga2`` for
+    several); InvalidInput for an unknown one or CMA-ES on several objectives."""
     if name not in SAMPLERS:
         raise InvalidInput("sampler", f"must be one of {', '.join(SAMPLERS)}", name)
     if name == "auto":
@@ -84,7 +87,17 @@ def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | N
     if name == "cmaes" and objective.multi:
         raise InvalidInput("sampler", "CMA-ES optimises one objective; use nsga2, tpe or random "
                            "for several", name)
+    return name
+
+
+def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | None,
+                 parallel: bool = False):
+    """An Optuna sampler by name (:func:`resolve_sampler`); the grid's size is checked
+    (ConfigError over the space's ``grid_max``) before Optuna builds it."""
+    optuna = _optuna()
+    name = resolve_sampler(name, objective)
     if name == "grid":
+        space.check_grid()
         return optuna.samplers.GridSampler(space.grid(), seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)

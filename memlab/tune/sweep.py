@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.run import resolve_preset
@@ -32,7 +30,8 @@ from memlab.tune.report import SweepResult, best_trial, summarise_folds
 from memlab.tune.space import Space, resolve_space
 from memlab.tune.storage import check_storage
 from memlab.tune.study import (Budget, TrialLoop, enqueue_default, fail_orphans, make_sampler,
-                               n_complete, open_storage, open_study, run_trials, sampler_seed)
+                               n_complete, open_storage, open_study, resolve_sampler, run_trials,
+                               sampler_seed)
 
 __all__ = ["sweep", "SweepSpec"]
 
@@ -144,7 +143,7 @@ def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, tr
         enqueue_default(loop.study, spec.space, loop.base, created=loop.study.memlab_created)
     todo = trials
     if spec.sampler == "grid":
-        size = int(np.prod([len(v) for v in spec.space.grid().values()]))
+        size = spec.space.check_grid()   # an exact int; over grid_max refused (make_sampler)
         if trials > size:
             log.warning("grid of %d points: %d trials asked, %d run", size, trials, size)
             todo = size
@@ -268,7 +267,8 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
         raise InvalidInput("folds", "k-fold scores one objective; give one column", objective)
     sp = resolve_space(space)
     pname, ppath = resolve_preset(preset or sp.preset or "reverie")
-    make_sampler(sampler, objective=obj, space=sp, seed=seed)   # checks the name early
+    if resolve_sampler(sampler, obj) == "grid":   # the name checked early, and the grid's size
+        sp.check_grid()
     ds_options = dict(dataset_options or {})
     name = _safe(study or f"{sp.name}-{Path(str(dataset)).name}-{pname}-{obj.label}")
     out = Path(out_dir)

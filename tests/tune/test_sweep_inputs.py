@@ -1,4 +1,4 @@
-"""Hostile inputs to ``memlab sweep`` (issue 19, items 8 and 12): each is refused by a named
+"""Hostile inputs to ``memlab sweep`` (issue 19, items 1, 8 and 12): each is refused by a named
 memlab error, exit code 2, no traceback, before anything of its size is built or written; the
 files given stay byte-identical. Read-only folders are tried in a process that permissions bind
 (as root, for whom chmod changes nothing, the child runs as uid 65534)."""
@@ -18,9 +18,10 @@ from typer.testing import CliRunner
 
 from memlab.bench.datasets.canonical import write_dataset
 from memlab.cli import app
+from memlab.config import describe
 from memlab.errors import ConfigError, DatasetError
 from memlab.tune.objective import Objective
-from memlab.tune.space import Space, load_space
+from memlab.tune.space import GRID_MAX, Space, load_space
 from memlab.tune.storage import RECORD_START, open_storage
 from memlab.tune.study import open_study
 from memlab.tune.sweep import sweep
@@ -220,3 +221,63 @@ def test_an_empty_dataset_is_a_dataset_error(tiny_bench, tmp_path):
             "fusion.relevance": {"float": [0.0, 1.0]}}}), preset="reverie", trials=1,
             out_dir=tmp_path / "o", progress=False,
             overrides={"embedding.backend": "hashing", "bench.cache_dir": str(tmp_path / "c")})
+
+
+# -- item 1: a grid over grid_max is refused before it is built ------------------------------------
+def wide_space(keys: int, points: int = 3) -> Space:
+    """``keys`` float keys of the config (score or candidate stage), each over a range inside
+    its field's, ``points`` grid values each."""
+    params = {}
+    for r in describe():
+        if len(params) == keys:
+            break
+        if r["stage"] == "runtime" or r["type"] != "float":
+            continue
+        for rng in ([0.0, 1.0], [0.1, 0.9]):
+            try:
+                Space.from_dict({"params": {r["key"]: {"float": rng}}})
+            except ConfigError:
+                continue
+            params[r["key"]] = {"float": rng}
+            break
+    assert len(params) == keys
+    return Space.from_dict({"params": params, "grid_points": points}, name=f"wide{keys}")
+
+
+def test_a_grid_of_3_to_the_60_is_refused_with_its_size_and_counted_without_overflow():
+    """60 float keys of 3 values: 3^60 points. Optuna's GridSampler built the whole product
+    (MemoryError after 23 s under a 6 GB cap); numpy.prod wrapped around int64 at 3^40."""
+    space = wide_space(60)
+    assert space.grid_size() == 3 ** 60                       # exact, a Python int
+    assert wide_space(41).grid_size() == 3 ** 41
+    assert int(np.prod([3] * 41)) != 3 ** 41                  # what the old count gave
+    with pytest.raises(ConfigError) as err:
+        space.check_grid()
+    msg = str(err.value)
+    assert "about 4.2e28 points" in msg and f"grid_max = {GRID_MAX:,}" in msg
+    assert "60 keys" in msg and "--sampler random" in msg
+
+
+def test_a_grid_over_grid_max_stops_the_sweep_before_anything_runs(args, tmp_path):
+    """11 keys of 3 values: 177,147 points > 100,000. Before, the grid was built and swept."""
+    space = wide_space(11)
+    path = tmp_path / "wide.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump({"params": {p.key: {"float": [p.low, p.high]}
+                                               for p in space.params}}), encoding="utf-8")
+    refused(args("--sampler", "grid", space_file=path), "177,147 points", "grid_max = 100,000")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.journal"))
+    # the same space with a raised grid_max is a grid like any other (its size checked, not run)
+    raised = Space.from_dict({"params": {p.key: {"float": [p.low, p.high]} for p in space.params},
+                              "grid_max": 200_000})
+    assert raised.check_grid() == 3 ** 11
+
+
+@pytest.mark.parametrize("extra,rule", [
+    ({"grid_max": 0}, "grid_max"), ({"grid_max": True}, "grid_max"),
+    ({"grid_max": 10, "grid_points": 11}, "grid_points"),
+])
+def test_grid_max_and_grid_points_are_validated(extra, rule):
+    with pytest.raises(ConfigError, match=rule):
+        Space.from_dict({"params": {"fusion.relevance": {"float": [0.0, 1.0]}}, **extra})
