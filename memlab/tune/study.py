@@ -4,7 +4,8 @@ processes run on one study.
 Storage (:mod:`memlab.tune.storage`). A journal file by default (several processes on one
 machine append to it under an OS file lock that dies with its holder), or any Optuna RDB URL
 (``sqlite:///...``, ``postgresql://...``) so that workers on several machines join one study.
-Rerunning a sweep loads its study and continues it.
+Rerunning a sweep loads its study and continues it; a rerun with other settings (the dataset, the
+preset, the space, the objective, the sampler, the seed, ...: :func:`open_study`) is refused.
 
 Trial budget. ``trials=N`` means "until the study holds N finished (COMPLETE) trials". The
 worker processes of one command share a counter of the trials still to start (claimed before a
@@ -51,8 +52,8 @@ from memlab.tune.space import Space
 from memlab.tune.storage import open_storage, repair_journal  # noqa: F401 - re-exported
 
 __all__ = ["SAMPLERS", "open_storage", "resolve_sampler", "make_sampler", "open_study",
-           "run_trials", "fail_orphans", "enqueue_default", "default_params", "Budget",
-           "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
+           "check_settings", "run_trials", "fail_orphans", "enqueue_default", "default_params",
+           "Budget", "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ WORKERS_PREFIX = "memlab.workers."
 CONFIG_ATTR = "memlab.config"
 ERROR_ATTR = "memlab.error"
 SETTINGS_ATTR = "memlab.settings"
+#: settings a study made by an older memlab may not have recorded: recorded on its next run
+LATER_SETTINGS = ("sampler", "seed")
 
 
 def _optuna():
@@ -114,7 +117,9 @@ def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | N
 def open_study(storage, name: str, objective: Objective, settings: dict[str, Any], *,
                sampler=None):
     """Create or load study ``name``; a loaded study must have been made with the same
-    ``settings`` (dataset, preset, space, objective, ...): ConfigError naming the difference."""
+    ``settings`` (dataset, preset, space, objective, sampler, seed, ...): ConfigError naming the
+    difference. A setting of :data:`LATER_SETTINGS` that a study made by an older memlab lacks
+    is recorded now (logged), not refused."""
     optuna = _optuna()
     try:   # not load_if_exists: who created the study must be known (see enqueue_default)
         study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
@@ -132,13 +137,39 @@ def open_study(storage, name: str, objective: Objective, settings: dict[str, Any
     have = study.user_attrs.get(SETTINGS_ATTR)
     if have is None:
         study.set_user_attr(SETTINGS_ATTR, settings)
-    else:
-        for key in sorted(set(have) | set(settings)):
-            if have.get(key) != settings.get(key):
-                raise ConfigError("study", f"study {name!r} was made with {key} = "
-                                  f"{have.get(key)!r}; this run asks {settings.get(key)!r}: "
-                                  "choose another --study (or the same settings)", name)
+        return study
+    new = _compare(name, have, settings)
+    if new:
+        log.info("study %s predates recording %s: recorded now as %s", name, ", ".join(new),
+                 {k: settings[k] for k in new})
+        study.set_user_attr(SETTINGS_ATTR, {**have, **{k: settings[k] for k in new}})
     return study
+
+
+def check_settings(storage, name: str, settings: dict[str, Any]) -> None:
+    """:func:`open_study`'s rule on study ``name`` when it exists, creating and writing nothing
+    (a sweep checks before its replay): ConfigError naming the first setting that differs."""
+    optuna = _optuna()
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:   # no such study yet
+        return
+    have = study.user_attrs.get(SETTINGS_ATTR)
+    if have is not None:
+        _compare(name, have, settings)
+
+
+def _compare(name: str, have: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """ConfigError on the first key whose recorded value differs from ``settings``; the keys of
+    :data:`LATER_SETTINGS` the study has not recorded yet."""
+    for key in sorted(set(have) | set(settings)):
+        if key not in have and key in LATER_SETTINGS:
+            continue
+        if have.get(key) != settings.get(key):
+            raise ConfigError("study", f"study {name!r} was made with {key} = "
+                              f"{have.get(key)!r}; this run asks {settings.get(key)!r}: "
+                              "choose another --study (or the same settings)", name)
+    return [k for k in LATER_SETTINGS if k in settings and k not in have]
 
 
 def default_params(space: Space, base: MemlabConfig) -> dict[str, Any] | None:

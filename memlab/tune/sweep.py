@@ -29,9 +29,9 @@ from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.report import SweepResult, best_trial, summarise_folds
 from memlab.tune.space import Space, resolve_space
 from memlab.tune.storage import check_storage
-from memlab.tune.study import (Budget, TrialLoop, enqueue_default, fail_orphans, make_sampler,
-                               n_complete, open_storage, open_study, resolve_sampler, run_trials,
-                               sampler_seed)
+from memlab.tune.study import (Budget, TrialLoop, check_settings, enqueue_default, fail_orphans,
+                               make_sampler, n_complete, open_storage, open_study,
+                               resolve_sampler, run_trials, sampler_seed)
 
 __all__ = ["sweep", "SweepSpec"]
 
@@ -81,7 +81,15 @@ class SweepSpec:
         return {"dataset": ds.card.name, "dataset_hash": ds.content_hash(), "preset": self.preset,
                 "base_config": _result_digest(self.base_config()), "space": self.space.name,
                 "space_digest": self.space.digest(), "objective": self.objective,
-                "level": self.level, "macro_categories": self.macro}
+                "level": self.level, "macro_categories": self.macro,
+                "sampler": resolve_sampler(self.sampler, Objective.parse(self.objective)),
+                "seed": self.seed}
+
+    def study_settings(self, ds: Dataset, questions: list[str] | None) -> dict[str, Any]:
+        """:meth:`settings` and the questions a study tunes on (a fold's; None: all)."""
+        qs = "all" if questions is None else hashlib.sha256(
+            "\n".join(sorted(questions)).encode()).hexdigest()[:12]
+        return {**self.settings(ds), "questions": qs}
 
 
 def _result_digest(cfg: MemlabConfig) -> str:
@@ -109,9 +117,7 @@ def _loop(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str,
           questions: list[str] | None, worker: int, parallel: bool) -> TrialLoop:
     objective = evaluator.objective
     storage = open_storage(spec.storage)
-    qs = "all" if questions is None else hashlib.sha256(
-        "\n".join(sorted(questions)).encode()).hexdigest()[:12]
-    settings = {**spec.settings(ds), "questions": qs}
+    settings = spec.study_settings(ds, questions)
     first = open_study(storage, name, objective, settings)
     sampler = make_sampler(spec.sampler, objective=objective, space=spec.space,
                            seed=sampler_seed(spec.seed, worker, len(first.trials)),
@@ -246,8 +252,9 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     values), ``.folds`` and ``.test`` when asked. See ``memlab sweep --help`` for the arguments;
     ``embedder`` replaces the one the preset names (in-process trials only: worker processes
     build the preset's own). ``storage``: a journal file (default
-    ``<out_dir>/<study>.journal``) or an Optuna RDB URL; rerunning continues the study; one
-    that cannot hold a study is refused before anything runs (:mod:`memlab.tune.storage`).
+    ``<out_dir>/<study>.journal``) or an Optuna RDB URL; rerunning continues the study (other
+    settings, sampler and seed included, are refused); one that cannot hold a study is refused
+    before anything runs (:mod:`memlab.tune.storage`).
     ``start_from_default``: a new study's first trial is the preset's own configuration, when
     the space holds it (not with the grid sampler).
     ``gate``: the VRAM gate the replay's embedder runs through (:mod:`memlab.bench.vramgate`;
@@ -279,6 +286,8 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
                      seed, store, name, start_from_default)
     ds = spec.load()
     base = spec.base_config()
+    if "://" in store or Path(store).exists():   # an existing study: its settings, pre-replay
+        check_settings(open_storage(store), name, spec.study_settings(ds, None))
     vram = None
     if gate is None and base.vram.enabled:
         from memlab.bench.vramgate import default_gate

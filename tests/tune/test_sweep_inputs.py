@@ -23,7 +23,7 @@ from memlab.errors import ConfigError, DatasetError
 from memlab.tune.objective import Objective
 from memlab.tune.space import GRID_MAX, Space, load_space
 from memlab.tune.storage import RECORD_START, open_storage
-from memlab.tune.study import open_study
+from memlab.tune.study import SETTINGS_ATTR, open_study
 from memlab.tune.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -281,3 +281,69 @@ def test_a_grid_over_grid_max_stops_the_sweep_before_anything_runs(args, tmp_pat
 def test_grid_max_and_grid_points_are_validated(extra, rule):
     with pytest.raises(ConfigError, match=rule):
         Space.from_dict({"params": {"fusion.relevance": {"float": [0.0, 1.0]}}, **extra})
+
+
+# -- item 12: a study is bound to its sampler and seed ---------------------------------------------
+@pytest.fixture
+def small_sweep(tiny_bench_folder, tmp_path, cache_dir):
+    hashing = {"embedding.backend": "hashing", "recall.floor_mode": "absolute",
+               "recall.relevance_floor": 0.0, "bench.cache_dir": str(cache_dir)}
+    space = Space.from_dict({"params": {"fusion.relevance": {"float": [0.0, 1.0]}}}, name="one")
+
+    def go(cache: Path = cache_dir, **kw):
+        base = dict(dataset=str(tiny_bench_folder), preset="reverie", space=space, trials=2,
+                    overrides={**hashing, "bench.cache_dir": str(cache)}, out_dir=tmp_path,
+                    study="s", progress=False, sampler="random", seed=1)
+        return sweep(**{**base, **kw})
+    go.journal = tmp_path / "s.journal"
+    return go
+
+
+def _trials(journal: Path) -> list:
+    import optuna
+
+    study = optuna.load_study(study_name="s", storage=open_storage(journal))
+    return [(t.number, t.state.name, t.params, t.values) for t in study.trials]
+
+
+def test_another_sampler_or_seed_on_an_existing_study_is_refused_before_the_replay(
+        small_sweep, counting_embedder, tmp_path):
+    """The README says a rerun with other settings is refused; sampler and seed were not
+    recorded, so another --sampler or --seed continued the study with other draws. The refusal
+    comes before the replay: nothing embedded, no feature cache written (a fresh cache folder;
+    the cache folder does not bind a study)."""
+    small_sweep()
+    before = _trials(small_sweep.journal)
+    fresh = tmp_path / "fresh-cache"
+    for change, key, have in [({"sampler": "tpe"}, "sampler", "'random'"),
+                              ({"sampler": "auto"}, "sampler", "'random'"),
+                              ({"seed": 2}, "seed", "1")]:
+        with pytest.raises(ConfigError, match=f"made with {key} = {have}"):
+            small_sweep(trials=4, cache=fresh, embedder=counting_embedder, **change)
+        assert _trials(small_sweep.journal) == before      # no trial added
+    assert counting_embedder.documents == counting_embedder.queries == []
+    assert not fresh.exists()
+    assert len(small_sweep(trials=3).study.trials) == 3    # the same settings continue it
+
+
+def test_auto_is_recorded_as_the_sampler_it_stands_for(small_sweep):
+    small_sweep(sampler="auto")
+    small_sweep(sampler="tpe", trials=3)                   # auto is tpe for one objective
+    with pytest.raises(ConfigError, match="made with sampler = 'tpe'"):
+        small_sweep(sampler="random", trials=4)
+
+
+def test_a_study_made_before_sampler_and_seed_were_recorded_records_them(small_sweep):
+    import optuna
+
+    small_sweep()
+    study = optuna.load_study(study_name="s", storage=open_storage(small_sweep.journal))
+    old = {k: v for k, v in study.user_attrs[SETTINGS_ATTR].items() if k not in ("sampler",
+                                                                                 "seed")}
+    study.set_user_attr(SETTINGS_ATTR, old)                # as an older memlab left it
+    assert len(small_sweep(trials=3).study.trials) == 3
+    again = optuna.load_study(study_name="s", storage=open_storage(small_sweep.journal))
+    assert again.user_attrs[SETTINGS_ATTR] == {**old, "sampler": "random", "seed": 1}
+    with pytest.raises(ConfigError, match="made with seed = 1"):
+        small_sweep(seed=2, trials=4)
+
