@@ -23,6 +23,9 @@ worker recording itself on it (two journal writes) leaves a RUNNING trial withou
 worker process also registers itself on the study (``memlab.workers.host:pid``) before its first
 trial, and such a trial is failed when every registered worker is of this host and gone.
 
+Killed parent. Worker processes end when the command that started them dies: they finish the
+trial they are running and claim no other (:mod:`memlab.tune.workers`).
+
 Grid. The grid sampler's grid is checked against the space's ``grid_max`` before Optuna builds
 it (:meth:`~memlab.tune.space.Space.check_grid`).
 
@@ -260,12 +263,17 @@ def n_complete(study) -> int:
 
 class Budget:
     """Trials still to start, shared by the worker processes of one command (a
-    ``multiprocessing`` Value with a lock, or a plain counter in one process)."""
+    ``multiprocessing`` Value with a lock, or a plain counter in one process). ``stop``: an
+    event that, once set, makes every claim fail (a worker whose parent died:
+    :mod:`memlab.tune.workers`)."""
 
-    def __init__(self, value) -> None:
+    def __init__(self, value, stop=None) -> None:
         self.value = value
+        self.stop = stop
 
     def claim(self) -> bool:
+        if self.stop is not None and self.stop.is_set():
+            return False
         with self.value.get_lock():
             if self.value.value <= 0:
                 return False

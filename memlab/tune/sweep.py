@@ -16,6 +16,7 @@ import json
 import logging
 import multiprocessing as mp
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -32,6 +33,7 @@ from memlab.tune.storage import check_storage
 from memlab.tune.study import (Budget, TrialLoop, check_settings, enqueue_default, fail_orphans,
                                make_sampler, n_complete, open_storage, open_study,
                                resolve_sampler, run_trials, sampler_seed)
+from memlab.tune.workers import watch_parent
 
 __all__ = ["sweep", "SweepSpec"]
 
@@ -130,13 +132,17 @@ def _loop(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str,
 def _worker(spec: SweepSpec, name: str, questions: list[str] | None, worker: int,
             budget_value) -> None:
     """A spawned worker process: rebuild the evaluator (the replay comes from the feature
-    cache) and run trials until the shared budget is spent."""
+    cache) and run trials until the shared budget is spent, or until the parent process dies
+    (:mod:`memlab.tune.workers`: the running trial is finished, no other started)."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    stop = threading.Event()
+    watch_parent(stop)
     ds = spec.load()
     base = spec.base_config()
     evaluator = Evaluator(ds, Objective.parse(spec.objective), embedder=_embedder(base),
                           level=spec.level, macro=spec.macro)
-    run_trials(_loop(spec, ds, evaluator, name, questions, worker, True), Budget(budget_value))
+    run_trials(_loop(spec, ds, evaluator, name, questions, worker, True),
+               Budget(budget_value, stop=stop))
 
 
 def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, trials: int,
