@@ -52,6 +52,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_valid
 
 from memlab.errors import ConfigError
 from memlab.types import CATEGORIES, RETENTION_LAYERS, VALID_CELLS
+from memlab.yamlfile import StrictLoader, read_yaml
 
 STAGES = ("score", "candidates", "ingest", "render", "runtime")
 #: The write modes of a benchmark replay (``bench.write_mode``) and the describe() column that holds
@@ -1668,8 +1669,8 @@ class MemlabConfig(_Section):
             if isinstance(value, (bytes, bytearray)):   # pydantic would decode b'' to '' (read
                 raise ConfigError(key, "give text, not bytes", value)   # back as None)
             if isinstance(value, str) and not isinstance(current, str):
-                try:
-                    value = yaml.safe_load(value)
+                try:   # strict: a key twice or deep nesting is refused, not a traceback
+                    value = yaml.load(value, Loader=StrictLoader)   # noqa: S506 - safe
                 except yaml.YAMLError:
                     raise ConfigError(key, "value is not a valid scalar", value) from None
                 if isinstance(value, str) and isinstance(current, float):
@@ -1699,33 +1700,9 @@ def _float_or_str(text: str) -> float | str:
 
 
 def _read_yaml(p: Path) -> dict:
-    """The mapping in a YAML file; ConfigError naming the file (and line:column) otherwise."""
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise ConfigError(str(p), "config file cannot be read", str(exc)) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ConfigError(f"{p}:{line}:{column}", f"not UTF-8 text (byte 0x{raw[exc.start]:02x} "
-                          f"at offset {exc.start}): save the file as UTF-8",
-                          raw[max(0, exc.start - 20):exc.start + 20]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
-        rule = f"not valid YAML: {exc.problem or exc.context}"
-        if exc.context and exc.context_mark and exc.problem:
-            rule += (f" ({exc.context} started at line {exc.context_mark.line + 1}, column "
-                     f"{exc.context_mark.column + 1})")
-        lines = text.splitlines()
-        shown = lines[mark.line] if mark and mark.line < len(lines) else ""
-        raise ConfigError(where, rule, shown) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(p), "not valid YAML", str(exc).splitlines()[0]) from None
+    """The mapping in a YAML file; ConfigError naming the file (and line:column) otherwise:
+    not UTF-8, not YAML, a key given twice, nested deeper than memlab.yamlfile.MAX_DEPTH."""
+    data = read_yaml(p, "config file")
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(str(p), "the top level must be a mapping of sections",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import List, Optional
 
@@ -75,6 +76,9 @@ def sweep_cmd(
 
     with failing():
         overrides = run_overrides(set_, cache_dir, no_vram_gate)
+        writable_folder(out_dir, "--out-dir")   # before the sweep: its results are written after
+        if json_out is not None:
+            writable_folder(json_out.parent, "--json")
         result = sweep(dataset=dataset, path=path, dataset_options=loader_options(option),
                        preset=preset, space=space, sampler=sampler, trials=trials,
                        objective=objective, level=level, macro_categories=macro, folds=folds,
@@ -100,3 +104,17 @@ def sweep_cmd(
         json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=str),
                             encoding="utf-8")
         typer.echo(f"wrote {json_out}")
+
+
+def writable_folder(path: Path, option: str) -> None:
+    """Make ``path`` (and its parents) and check that a file can be written in it; InvalidInput
+    naming ``option``, the folder and the system's reason otherwise."""
+    from memlab.errors import InvalidInput
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise InvalidInput(option, f"cannot write into this folder: {exc.strerror or exc}",
+                           str(path)) from None

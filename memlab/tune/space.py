@@ -6,6 +6,7 @@ A space file::
     name: reverie                  # default: the file's stem
     preset: reverie                # the preset it is meant for (memlab sweep --preset default)
     grid_points: 3                 # values per float/int key for the grid sampler (default 3)
+    grid_max: 100000               # the most points a grid may have (default 100,000)
     params:
       fusion.relevance: {float: [0.0, 2.0]}
       fusion.temporal_half_life_days: {float: [1.0, 365.0], log: true}
@@ -23,6 +24,16 @@ field and an int range on an int field; the range lies inside the field's range 
 ``normalise`` rescales its keys' sampled values so that they sum to ``sum`` (all 0: equal shares);
 its keys are float keys of the space with a low bound >= 0, and ``sum`` must be a valid value of
 each (a rescaled weight lies in [0, sum]).
+
+The grid sampler visits every point of the product of the keys' grid values; Optuna builds that
+product as a list. A grid of more than ``grid_max`` points (default :data:`GRID_MAX`, 100,000) is
+refused before it is built (:meth:`Space.check_grid`), its size computed exactly with Python
+integers (``numpy.prod`` wrapped around int64 at 3^40) and shown by its log10 when huge: 60 keys
+of 3 values are 3^60, about 4.2e28 points, which took every byte of memory before. ``grid_points``
+may not exceed ``grid_max``.
+
+The file is read by :func:`memlab.yamlfile.read_yaml`: UTF-8, no key twice, at most 64 levels
+deep, each failure a ConfigError naming ``file:line:column``.
 """
 
 from __future__ import annotations
@@ -37,12 +48,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import yaml
 
 from memlab.config import MemlabConfig, describe_field
 from memlab.errors import ConfigError
+from memlab.yamlfile import read_yaml
 
-__all__ = ["Param", "Normalise", "Space", "load_space", "resolve_space", "SPACE_DIRS"]
+__all__ = ["Param", "Normalise", "Space", "load_space", "resolve_space", "SPACE_DIRS",
+           "GRID_MAX"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPACE_DIRS = (Path("experiments/sweeps"), REPO_ROOT / "experiments" / "sweeps")
@@ -51,6 +63,8 @@ KINDS = ("float", "int", "categorical")
 _UNMEASURED = {"runtime": "recall never reads it",
                "render": "only the prompt block rendered after selection reads it (no score, "
                          "ranking or metric changes)"}
+#: the most points a grid sampler's grid may have unless a space's ``grid_max`` says otherwise
+GRID_MAX = 100_000
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,12 @@ class Param:
             return trial.suggest_int(self.key, int(self.low), int(self.high), log=self.log,
                                      step=int(self.step or 1))
         return trial.suggest_categorical(self.key, list(self.choices))
+
+    def grid_count(self, points: int) -> int:
+        """``len(self.grid_values(points))``, building no list for a float key."""
+        if self.grid is None and self.kind == "float":
+            return points
+        return len(self.grid_values(points))
 
     def grid_values(self, points: int) -> list[Any]:
         """The values the grid sampler visits: ``grid`` when given, else ``points`` values spread
@@ -114,6 +134,7 @@ class Space:
     grid_points: int = 3
     source: str = ""
     description: str = ""
+    grid_max: int = GRID_MAX
 
     @property
     def keys(self) -> list[str]:
@@ -135,8 +156,29 @@ class Space:
         return values
 
     def grid(self) -> dict[str, list[Any]]:
-        """The grid sampler's search space."""
+        """The grid sampler's search space (call :meth:`check_grid` first: Optuna builds the
+        product of these lists)."""
         return {p.key: p.grid_values(self.grid_points) for p in self.params}
+
+    def grid_size(self) -> int:
+        """The number of points of the grid: the product of the keys' value counts, an exact
+        Python integer (no int64 wrap-around)."""
+        return math.prod(p.grid_count(self.grid_points) for p in self.params)
+
+    def check_grid(self) -> int:
+        """The grid's size; ConfigError naming it when it is over ``grid_max``, before anything
+        of that size is built."""
+        counts = [p.grid_count(self.grid_points) for p in self.params]
+        size = math.prod(counts)
+        if size > self.grid_max:
+            where = self.source or self.name
+            raise ConfigError(f"{where}: grid", f"the grid sampler would visit {_count(counts)} "
+                              f"points (the product of {len(counts)} keys' value counts), more "
+                              f"than grid_max = {self.grid_max:,}: give fewer keys, fewer "
+                              "grid_points or explicit grid values, use --sampler random or tpe "
+                              "(which sample the same ranges), or raise grid_max in the space",
+                              _count(counts))
+        return size
 
     def digest(self) -> str:
         """A short hash of what the space searches (a study refuses another space)."""
@@ -153,19 +195,24 @@ class Space:
         if not isinstance(data, Mapping):
             raise ConfigError(where, "a search space is a mapping with 'params'",
                               type(data).__name__)
-        unknown = set(data) - {"name", "preset", "grid_points", "params", "constraints",
-                               "description"}
+        unknown = set(data) - {"name", "preset", "grid_points", "grid_max", "params",
+                               "constraints", "description"}
         if unknown:
-            raise ConfigError(f"{where}: {sorted(unknown)[0]}", "unknown top-level key of a "
-                              "search space (known: name, preset, description, grid_points, "
-                              "params, constraints)", sorted(unknown))
+            raise ConfigError(f"{where}: {sorted(map(str, unknown))[0]}", "unknown top-level key "
+                              "of a search space (known: name, preset, description, grid_points, "
+                              "grid_max, params, constraints)", sorted(map(str, unknown)))
         params_in = data.get("params")
         if not isinstance(params_in, Mapping) or not params_in:
             raise ConfigError(f"{where}: params", "must map at least one dotted config key to "
                               "its range", params_in)
+        grid_max = data.get("grid_max", GRID_MAX)
+        if isinstance(grid_max, bool) or not isinstance(grid_max, int) or grid_max < 1:
+            raise ConfigError(f"{where}: grid_max", "must be an integer >= 1", grid_max)
         points = data.get("grid_points", 3)
-        if isinstance(points, bool) or not isinstance(points, int) or points < 2:
-            raise ConfigError(f"{where}: grid_points", "must be an integer >= 2", points)
+        if (isinstance(points, bool) or not isinstance(points, int) or points < 2
+                or points > grid_max):
+            raise ConfigError(f"{where}: grid_points", f"must be an integer in [2, grid_max = "
+                              f"{grid_max:,}]", points)
         params = tuple(_param(str(k), v) for k, v in params_in.items())
         constraints = tuple(_constraint(c, {p.key: p for p in params}, i)
                             for i, c in enumerate(data.get("constraints") or []))
@@ -178,7 +225,17 @@ class Space:
                 seen[k] = i
         return cls(name=str(data.get("name") or name), params=params, constraints=constraints,
                    preset=data.get("preset"), grid_points=points, source=source,
-                   description=str(data.get("description") or ""))
+                   description=str(data.get("description") or ""), grid_max=grid_max)
+
+
+def _count(counts: list[int]) -> str:
+    """A grid's size as text: exact up to 10^15, else its power of ten from a sum of logs (the
+    exact integer may have more digits than Python prints)."""
+    size = math.prod(counts)
+    if size < 10 ** 15:
+        return f"{size:,}"
+    exp = sum(math.log10(c) for c in counts)
+    return f"about {10 ** (exp % 1):.1f}e{int(exp)}"
 
 
 def _field(key: str):
@@ -307,14 +364,7 @@ def _constraint(spec: Any, params: dict[str, Param], index: int) -> Normalise:
 def load_space(path: str | Path) -> Space:
     """Read and validate a search-space YAML file."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(str(p), "search space cannot be read", str(exc)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(p), "search space is not valid YAML",
-                          str(exc).splitlines()[0]) from None
-    return Space.from_dict(data, name=p.stem, source=str(p))
+    return Space.from_dict(read_yaml(p, "search space"), name=p.stem, source=str(p))
 
 
 def resolve_space(name_or_path: str | Path | Space) -> Space:

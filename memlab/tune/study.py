@@ -1,10 +1,11 @@
 """The Optuna side of a sweep: storage, samplers and the trial loop that one or several worker
 processes run on one study.
 
-Storage. A journal file by default (``JournalStorage(JournalFileBackend(path))``: several
-processes on one machine append to it under a file lock), or any Optuna RDB URL
+Storage (:mod:`memlab.tune.storage`). A journal file by default (several processes on one
+machine append to it under an OS file lock that dies with its holder), or any Optuna RDB URL
 (``sqlite:///...``, ``postgresql://...``) so that workers on several machines join one study.
-Rerunning a sweep loads its study and continues it.
+Rerunning a sweep loads its study and continues it; a rerun with other settings (the dataset, the
+preset, the space, the objective, the sampler, the seed, ...: :func:`open_study`) is refused.
 
 Trial budget. ``trials=N`` means "until the study holds N finished (COMPLETE) trials". The
 worker processes of one command share a counter of the trials still to start (claimed before a
@@ -13,13 +14,20 @@ finish exactly N. Commands on several machines each aim at N and may overshoot b
 running elsewhere when N is reached (as Optuna's ``MaxTrialsCallback``).
 
 Killed workers. A record torn by a kill mid-append is dropped when the journal is next opened
-(:func:`repair_journal`, under the journal's lock). A journal has no heartbeat: a trial whose process was killed stays RUNNING.
+(:func:`~memlab.tune.storage.repair_journal`, under the journal's lock). A journal has no
+heartbeat: a trial whose process was killed stays RUNNING.
 Each trial records ``memlab.worker`` = ``host:pid``; :func:`fail_orphans` marks FAIL the RUNNING
 trials of this host whose process no longer exists (run before a sweep starts), so that the
 trial table does not show them running forever. A kill between Optuna creating a trial and the
 worker recording itself on it (two journal writes) leaves a RUNNING trial without a worker: each
 worker process also registers itself on the study (``memlab.workers.host:pid``) before its first
 trial, and such a trial is failed when every registered worker is of this host and gone.
+
+Killed parent. Worker processes end when the command that started them dies: they finish the
+trial they are running and claim no other (:mod:`memlab.tune.workers`).
+
+Grid. The grid sampler's grid is checked against the space's ``grid_max`` before Optuna builds
+it (:meth:`~memlab.tune.space.Space.check_grid`).
 
 Default first. A new study's first trial is the preset's own configuration when the space holds
 it (not with the grid sampler, which visits its grid): the best is never worse than the preset.
@@ -36,7 +44,6 @@ import os
 import socket
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -45,9 +52,11 @@ from memlab.config import MemlabConfig
 from memlab.errors import ConfigError, InvalidInput
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.space import Space
+from memlab.tune.storage import open_storage, repair_journal  # noqa: F401 - re-exported
 
-__all__ = ["SAMPLERS", "open_storage", "make_sampler", "open_study", "run_trials", "fail_orphans",
-           "enqueue_default", "default_params", "Budget", "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
+__all__ = ["SAMPLERS", "open_storage", "resolve_sampler", "make_sampler", "open_study",
+           "check_settings", "run_trials", "fail_orphans", "enqueue_default", "default_params",
+           "Budget", "WORKER_ATTR", "CONFIG_ATTR", "ERROR_ATTR"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +66,8 @@ WORKERS_PREFIX = "memlab.workers."
 CONFIG_ATTR = "memlab.config"
 ERROR_ATTR = "memlab.error"
 SETTINGS_ATTR = "memlab.settings"
+#: settings a study made by an older memlab may not have recorded: recorded on its next run
+LATER_SETTINGS = ("sampler", "seed")
 
 
 def _optuna():
@@ -66,63 +77,15 @@ def _optuna():
     return optuna
 
 
-def open_storage(storage: str | Path):
-    """A journal file path, or an Optuna RDB URL (anything with ``://``)."""
-    optuna = _optuna()
-    text = str(storage)
-    if "://" in text:
-        return optuna.storages.RDBStorage(text)
-    from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
-
-    path = Path(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = JournalFileSymlinkLock(str(path))   # the backend's own lock (a stale one: 30 s)
-    if path.exists():
-        lock.acquire()
-        try:
-            repair_journal(path)
-        finally:
-            lock.release()
-    return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
-
-
-def repair_journal(path: Path) -> int:
-    """Drop a torn last record (a process killed while appending leaves a line without its
-    newline; Optuna skips it on reading, but the next append would glue a valid record to it and
-    make the file unreadable). Call under the journal's lock. Returns the bytes dropped."""
-    with open(path, "rb+") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return 0
-        keep = 0
-        pos = size
-        while pos > 0 and not keep:
-            step = min(pos, 1 << 16)
-            pos -= step
-            f.seek(pos)
-            chunk = f.read(step)
-            cut = chunk.rfind(b"\n")
-            if cut >= 0:
-                keep = pos + cut + 1
-        f.truncate(keep)
-    log.warning("%s: dropped a torn last record (%d bytes) left by a killed process",
-                path, size - keep)
-    return size - keep
-
-
 def sampler_seed(seed: int | None, worker: int, existing: int) -> int | None:
     if seed is None:
         return None
     return int(np.random.SeedSequence([int(seed), worker, existing]).generate_state(1)[0])
 
 
-def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | None,
-                 parallel: bool = False):
-    """An Optuna sampler by name (``auto``: TPE for one objective, NSGA-II for several)."""
-    optuna = _optuna()
+def resolve_sampler(name: str, objective: Objective) -> str:
+    """The sampler ``name`` stands for (``auto``: ``tpe`` for one objective, ``nsga2`` for
+    several); InvalidInput for an unknown one or CMA-ES on several objectives."""
     if name not in SAMPLERS:
         raise InvalidInput("sampler", f"must be one of {', '.join(SAMPLERS)}", name)
     if name == "auto":
@@ -130,7 +93,17 @@ def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | N
     if name == "cmaes" and objective.multi:
         raise InvalidInput("sampler", "CMA-ES optimises one objective; use nsga2, tpe or random "
                            "for several", name)
+    return name
+
+
+def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | None,
+                 parallel: bool = False):
+    """An Optuna sampler by name (:func:`resolve_sampler`); the grid's size is checked
+    (ConfigError over the space's ``grid_max``) before Optuna builds it."""
+    optuna = _optuna()
+    name = resolve_sampler(name, objective)
     if name == "grid":
+        space.check_grid()
         return optuna.samplers.GridSampler(space.grid(), seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
@@ -147,7 +120,9 @@ def make_sampler(name: str, *, objective: Objective, space: Space, seed: int | N
 def open_study(storage, name: str, objective: Objective, settings: dict[str, Any], *,
                sampler=None):
     """Create or load study ``name``; a loaded study must have been made with the same
-    ``settings`` (dataset, preset, space, objective, ...): ConfigError naming the difference."""
+    ``settings`` (dataset, preset, space, objective, sampler, seed, ...): ConfigError naming the
+    difference. A setting of :data:`LATER_SETTINGS` that a study made by an older memlab lacks
+    is recorded now (logged), not refused."""
     optuna = _optuna()
     try:   # not load_if_exists: who created the study must be known (see enqueue_default)
         study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
@@ -165,13 +140,39 @@ def open_study(storage, name: str, objective: Objective, settings: dict[str, Any
     have = study.user_attrs.get(SETTINGS_ATTR)
     if have is None:
         study.set_user_attr(SETTINGS_ATTR, settings)
-    else:
-        for key in sorted(set(have) | set(settings)):
-            if have.get(key) != settings.get(key):
-                raise ConfigError("study", f"study {name!r} was made with {key} = "
-                                  f"{have.get(key)!r}; this run asks {settings.get(key)!r}: "
-                                  "choose another --study (or the same settings)", name)
+        return study
+    new = _compare(name, have, settings)
+    if new:
+        log.info("study %s predates recording %s: recorded now as %s", name, ", ".join(new),
+                 {k: settings[k] for k in new})
+        study.set_user_attr(SETTINGS_ATTR, {**have, **{k: settings[k] for k in new}})
     return study
+
+
+def check_settings(storage, name: str, settings: dict[str, Any]) -> None:
+    """:func:`open_study`'s rule on study ``name`` when it exists, creating and writing nothing
+    (a sweep checks before its replay): ConfigError naming the first setting that differs."""
+    optuna = _optuna()
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:   # no such study yet
+        return
+    have = study.user_attrs.get(SETTINGS_ATTR)
+    if have is not None:
+        _compare(name, have, settings)
+
+
+def _compare(name: str, have: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """ConfigError on the first key whose recorded value differs from ``settings``; the keys of
+    :data:`LATER_SETTINGS` the study has not recorded yet."""
+    for key in sorted(set(have) | set(settings)):
+        if key not in have and key in LATER_SETTINGS:
+            continue
+        if have.get(key) != settings.get(key):
+            raise ConfigError("study", f"study {name!r} was made with {key} = "
+                              f"{have.get(key)!r}; this run asks {settings.get(key)!r}: "
+                              "choose another --study (or the same settings)", name)
+    return [k for k in LATER_SETTINGS if k in settings and k not in have]
 
 
 def default_params(space: Space, base: MemlabConfig) -> dict[str, Any] | None:
@@ -262,12 +263,17 @@ def n_complete(study) -> int:
 
 class Budget:
     """Trials still to start, shared by the worker processes of one command (a
-    ``multiprocessing`` Value with a lock, or a plain counter in one process)."""
+    ``multiprocessing`` Value with a lock, or a plain counter in one process). ``stop``: an
+    event that, once set, makes every claim fail (a worker whose parent died:
+    :mod:`memlab.tune.workers`)."""
 
-    def __init__(self, value) -> None:
+    def __init__(self, value, stop=None) -> None:
         self.value = value
+        self.stop = stop
 
     def claim(self) -> bool:
+        if self.stop is not None and self.stop.is_set():
+            return False
         with self.value.get_lock():
             if self.value.value <= 0:
                 return False

@@ -16,23 +16,25 @@ import json
 import logging
 import multiprocessing as mp
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
-
-import numpy as np
 
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.environment import environment
 from memlab.bench.run import resolve_preset
 from memlab.config import MemlabConfig, describe, load_config
-from memlab.errors import InvalidInput, MemlabError
+from memlab.errors import DatasetError, InvalidInput, MemlabError
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.report import SweepResult, best_trial, summarise_folds
 from memlab.tune.space import Space, resolve_space
-from memlab.tune.study import (Budget, TrialLoop, enqueue_default, fail_orphans, make_sampler,
-                               n_complete, open_storage, open_study, run_trials, sampler_seed)
+from memlab.tune.storage import check_storage
+from memlab.tune.study import (Budget, TrialLoop, check_settings, enqueue_default, fail_orphans,
+                               make_sampler, n_complete, open_storage, open_study,
+                               resolve_sampler, run_trials, sampler_seed)
+from memlab.tune.workers import watch_parent
 
 __all__ = ["sweep", "SweepSpec"]
 
@@ -64,15 +66,33 @@ class SweepSpec:
         return load_config(self.preset_path, overrides=dict(self.overrides))
 
     def load(self) -> Dataset:
+        """The dataset (its first ``limit`` questions); DatasetError when it leaves no question
+        with gold evidence to score."""
         ds = registry.load(self.dataset, path=self.path, **dict(self.dataset_options))
-        return ds.subset(limit_questions=self.limit) if self.limit is not None else ds
+        loaded = len(ds.questions)
+        if self.limit is not None:
+            ds = ds.subset(limit_questions=self.limit)
+        if not any(q.evidence for q in ds.questions):
+            why = (f"--limit {self.limit} leaves no question of {loaded}"
+                   if loaded and not ds.questions else
+                   "has no question with gold evidence: nothing to tune on")
+            raise DatasetError(ds.report.questions_file or self.dataset, why)
+        return ds
 
     def settings(self, ds: Dataset) -> dict[str, Any]:
         """What a study is bound to: a rerun with other settings needs another study name."""
         return {"dataset": ds.card.name, "dataset_hash": ds.content_hash(), "preset": self.preset,
                 "base_config": _result_digest(self.base_config()), "space": self.space.name,
                 "space_digest": self.space.digest(), "objective": self.objective,
-                "level": self.level, "macro_categories": self.macro}
+                "level": self.level, "macro_categories": self.macro,
+                "sampler": resolve_sampler(self.sampler, Objective.parse(self.objective)),
+                "seed": self.seed}
+
+    def study_settings(self, ds: Dataset, questions: list[str] | None) -> dict[str, Any]:
+        """:meth:`settings` and the questions a study tunes on (a fold's; None: all)."""
+        qs = "all" if questions is None else hashlib.sha256(
+            "\n".join(sorted(questions)).encode()).hexdigest()[:12]
+        return {**self.settings(ds), "questions": qs}
 
 
 def _result_digest(cfg: MemlabConfig) -> str:
@@ -102,9 +122,7 @@ def _loop(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str,
           questions: list[str] | None, worker: int, parallel: bool) -> TrialLoop:
     objective = evaluator.objective
     storage = open_storage(spec.storage)
-    qs = "all" if questions is None else hashlib.sha256(
-        "\n".join(sorted(questions)).encode()).hexdigest()[:12]
-    settings = {**spec.settings(ds), "questions": qs}
+    settings = spec.study_settings(ds, questions)
     first = open_study(storage, name, objective, settings)
     sampler = make_sampler(spec.sampler, objective=objective, space=spec.space,
                            seed=sampler_seed(spec.seed, worker, len(first.trials)),
@@ -117,13 +135,17 @@ def _loop(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str,
 def _worker(spec: SweepSpec, name: str, questions: list[str] | None, worker: int,
             budget_value) -> None:
     """A spawned worker process: rebuild the evaluator (the replay comes from the feature
-    cache) and run trials until the shared budget is spent."""
+    cache) and run trials until the shared budget is spent, or until the parent process dies
+    (:mod:`memlab.tune.workers`: the running trial is finished, no other started)."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    stop = threading.Event()
+    watch_parent(stop)
     ds = spec.load()
     base = spec.base_config()
     evaluator = Evaluator(ds, Objective.parse(spec.objective), embedder=_embedder(base),
                           level=spec.level, macro=spec.macro)
-    run_trials(_loop(spec, ds, evaluator, name, questions, worker, True), Budget(budget_value))
+    run_trials(_loop(spec, ds, evaluator, name, questions, worker, True),
+               Budget(budget_value, stop=stop))
 
 
 def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, trials: int,
@@ -136,7 +158,7 @@ def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, tr
         enqueue_default(loop.study, spec.space, loop.base, created=loop.study.memlab_created)
     todo = trials
     if spec.sampler == "grid":
-        size = int(np.prod([len(v) for v in spec.space.grid().values()]))
+        size = spec.space.check_grid()   # an exact int; over grid_max refused (make_sampler)
         if trials > size:
             log.warning("grid of %d points: %d trials asked, %d run", size, trials, size)
             todo = size
@@ -239,7 +261,9 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     values), ``.folds`` and ``.test`` when asked. See ``memlab sweep --help`` for the arguments;
     ``embedder`` replaces the one the preset names (in-process trials only: worker processes
     build the preset's own). ``storage``: a journal file (default
-    ``<out_dir>/<study>.journal``) or an Optuna RDB URL; rerunning continues the study.
+    ``<out_dir>/<study>.journal``) or an Optuna RDB URL; rerunning continues the study (other
+    settings, sampler and seed included, are refused); one that cannot hold a study is refused
+    before anything runs (:mod:`memlab.tune.storage`).
     ``start_from_default``: a new study's first trial is the preset's own configuration, when
     the space holds it (not with the grid sampler).
     ``gate``: the VRAM gate the replay's embedder runs through (:mod:`memlab.bench.vramgate`;
@@ -259,16 +283,20 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
         raise InvalidInput("folds", "k-fold scores one objective; give one column", objective)
     sp = resolve_space(space)
     pname, ppath = resolve_preset(preset or sp.preset or "reverie")
-    make_sampler(sampler, objective=obj, space=sp, seed=seed)   # checks the name early
+    if resolve_sampler(sampler, obj) == "grid":   # the name checked early, and the grid's size
+        sp.check_grid()
     ds_options = dict(dataset_options or {})
     name = _safe(study or f"{sp.name}-{Path(str(dataset)).name}-{pname}-{obj.label}")
     out = Path(out_dir)
     store = str(storage) if storage is not None else str(out / f"{name}.journal")
+    check_storage(store)   # a path or URL that cannot hold the study: refused before the replay
     spec = SweepSpec(str(dataset), path, ds_options, limit, pname, str(ppath),
                      dict(overrides or {}), sp, obj.label, level, macro_categories, sampler,
                      seed, store, name, start_from_default)
     ds = spec.load()
     base = spec.base_config()
+    if "://" in store or Path(store).exists():   # an existing study: its settings, pre-replay
+        check_settings(open_storage(store), name, spec.study_settings(ds, None))
     vram = None
     if gate is None and base.vram.enabled:
         from memlab.bench.vramgate import default_gate

@@ -186,3 +186,93 @@ def test_a_trial_killed_before_its_worker_attribute_is_failed_when_its_workers_a
     other.ask()
     assert fail_orphans(other) == [0]
     assert [t.state.name for t in other.trials] == ["FAIL"]
+
+
+def test_the_journal_lock_of_a_killed_holder_is_free_at_once(tmp_path):
+    """Issue 19, item 12: Optuna's symlink lock outlived a SIGKILLed holder, and the next open
+    of the journal waited its 30 s grace period (2 of 4 resumes). memlab's lock is an OS lock
+    the kernel drops with its holder: taken again at once, without waiting."""
+    from memlab.tune.objective import Objective
+    from memlab.tune.storage import JournalLock
+    from memlab.tune.study import open_study
+
+    journal = tmp_path / "l.journal"
+    open_study(open_storage(journal), "l", Objective.parse("mrr"), {})
+    code = ("import sys; from memlab.tune.storage import JournalLock; "
+            "lock = JournalLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
+            "sys.stdin.read()")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(journal)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+        lock = JournalLock(journal)
+        assert lock.acquire(timeout=0) is False          # a live holder: others wait
+        holder.kill()
+        holder.wait()
+        assert lock.acquire(timeout=0) is True           # killed: free at once
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait()
+    study = open_study(open_storage(journal), "l", Objective.parse("mrr"), {})
+    study.tell(study.ask(), 0.5)                         # a resume writes at once
+    assert [t.values for t in load(journal, "l").trials] == [[0.5]]
+
+
+def _wait_exit(pidfd: int, seconds: float) -> bool:
+    """Whether the process of ``pidfd`` ends within ``seconds`` (its pidfd turns readable)."""
+    import select
+
+    return bool(select.select([pidfd], [], [], seconds)[0])
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux >= 5.3)")
+def test_sweep_workers_exit_when_their_parent_is_killed(tiny_bench_folder, tmp_path):
+    """Issue 19, item 6: `memlab sweep --n-jobs 2` SIGKILLed, its two workers ran trials until
+    the budget was spent. Now they finish the trial they run and exit: within 120 s (the wait is
+    on their pidfds, no sleep), and no trial is left RUNNING."""
+    import optuna
+
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE, encoding="utf-8")
+    journal, name = tmp_path / "p.journal", "orphans"
+    cmd = [sys.executable, "-m", "memlab.cli", "sweep", "-d", str(tiny_bench_folder), "--space",
+           str(space), "--preset", "reverie", "--sampler", "random", "--trials", "100000",
+           "--n-jobs", "2", "-q", "--no-track", "--storage", str(journal), "--study", name,
+           "--out-dir", str(tmp_path / "o"), *hashing_sets(tmp_path / "cache")]
+    log = open(tmp_path / "sweep.log", "wb")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=log, stderr=subprocess.STDOUT)
+    pids: set[int] = set()
+    pidfds: dict[int, int] = {}
+    try:
+        for _ in range(3000):   # bounded: until both workers have finished a trial
+            pids = {int(t.user_attrs["memlab.worker"].rsplit(":", 1)[1])
+                    for t in finished(journal, name)}
+            if len(pids) >= 2 or proc.poll() is not None:
+                break
+            try:
+                proc.wait(timeout=0.2)   # returns at once when the sweep exits
+            except subprocess.TimeoutExpired:
+                pass
+        assert proc.poll() is None and len(pids) == 2 and proc.pid not in pids, (
+            (tmp_path / "sweep.log").read_text(errors="replace"))
+        pidfds = {pid: os.pidfd_open(pid) for pid in pids}
+        proc.kill()
+        proc.wait()
+        gone = {pid: _wait_exit(fd, 120) for pid, fd in pidfds.items()}
+        assert all(gone.values()), f"workers still running after their parent died: {gone}"
+    finally:
+        proc.kill()
+        proc.wait()
+        for pid, fd in pidfds.items():
+            if not _wait_exit(fd, 0):
+                os.kill(pid, signal.SIGKILL)   # a worker this test started (the bug's case)
+            os.close(fd)
+        log.close()
+    study = load(journal, name)
+    states = {t.state.name for t in study.trials}
+    assert states == {"COMPLETE"}, states              # each finished its trial, none RUNNING
+    assert 2 <= len(study.trials) < 100000
+    assert "finishing the running trial and exiting" in (tmp_path / "sweep.log").read_text(
+        errors="replace")
