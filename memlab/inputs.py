@@ -13,10 +13,10 @@ see; the error names the character and its position. A text with nothing visible
 and refused like an empty one: only whitespace, format characters (Unicode category Cf:
 zero-width spaces and joiners, bidi marks, the BOM, soft hyphens) and the other code points
 Unicode calls ``Default_Ignorable`` (variation selectors, Hangul fillers, tag characters): what
-the prompt block removes (:mod:`memlab.recall.inject`), so a blank memory would show as nothing. Ids (memory, agent and user ids) follow the same rule with no
-control character at all. Every other string stored with a memory (speaker, tags, meta, ...) must
-be valid Unicode, and a structured value (meta, ttl, evidence, emotions) may nest at most
-:data:`MAX_NESTING` levels deep.
+the prompt block removes (:mod:`memlab.recall.inject`), so a blank memory would show as nothing.
+Ids (memory, agent and user ids) follow the same rule with no control character at all. Every
+other string stored with a memory (speaker, tags, meta, ...) must be valid Unicode, and a
+structured value (meta, ttl, evidence, emotions) may nest at most :data:`MAX_NESTING` levels deep.
 
 Times and counts (the limits of what memlab stores; memlab's choice, documented in the README):
 
@@ -147,16 +147,16 @@ def _walk(value: Any, field: str) -> Iterator[tuple[str, str]]:
             yield path, v
             continue
         if isinstance(v, dict) or isinstance(v, Mapping):
-            children = [(k, f"{path} key", None) for k in v] + \
-                [(x, f"{path}[{k!r}]", None) for k, x in v.items()]
+            children = [(k, f"{path} key") for k in v] + \
+                [(x, f"{path}[{k!r}]") for k, x in v.items()]
         elif isinstance(v, (list, tuple, set, frozenset)):
-            children = [(x, f"{path}[{i}]", None) for i, x in enumerate(v)]
+            children = [(x, f"{path}[{i}]") for i, x in enumerate(v)]
         else:
             continue
         if depth >= MAX_NESTING and children:
             raise InvalidInput(field, f"nests deeper than {MAX_NESTING} levels (a mapping or "
                                f"list inside another)", f"depth {depth + 1} at {path}")
-        stack.extend((x, p, depth + 1) for x, p, _ in reversed(children))
+        stack.extend((x, p, depth + 1) for x, p in reversed(children))
 
 
 def check_unicode(value: Any, field: str) -> None:

@@ -30,11 +30,11 @@ Mapping (memlab's choices):
   with the path. Unknown keys are errors (a typo never drops a field silently).
 
 Lines: entries are separated only by header lines; a file is split on ``\\n`` alone (a body may
-hold ``\\r``, U+2028 or any other line break). A header line ending in ``\\r`` is refused as a
-file with CR LF line endings (:data:`CRLF_RULE`). A header nests at most
-:data:`memlab.inputs.MAX_NESTING` levels deep (checked before it is parsed). An entry is written as the header, ``\\n``, the
+hold ``\\r``, U+2028 or any other line break). An entry is written as the header, ``\\n``, the
 body, ``\\n``; on reading, the body is everything up to the next header line less that one final
-``\\n``, so a body's own trailing newlines survive.
+``\\n``, so a body's own trailing newlines survive. A header line ending in ``\\r`` is refused as
+a file with CR LF line endings (:data:`CRLF_RULE`). A header's values nest at most
+:data:`memlab.inputs.MAX_NESTING` levels deep (checked before the JSON is parsed).
 
 Escape rule: a body line that looks like the start of a header (it matches ``\\\\*<!-- {``: any
 number of backslashes, then ``<!-- {``) gets one more backslash in front when written, and a

@@ -152,9 +152,10 @@ def import_workspace(store: Store, directory: str | Path) -> ImportResult:
     result = ImportResult(root)
     seen: set[str] = set()     # ids of the files loaded so far
     for rel, data in workspace_files(root):
+        if isinstance(data, WorkspaceError):     # a link, a FIFO, a folder not read
+            result.errors.append(data)
+            continue
         try:
-            if isinstance(data, WorkspaceError):
-                raise data
             records, skipped = _load_file(store, rel, data, seen)
         except WorkspaceError as exc:
             result.errors.append(exc)

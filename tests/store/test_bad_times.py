@@ -186,6 +186,6 @@ def test_an_embedded_memory_given_a_bad_time_is_named_at_open_and_rebuild_drops_
         memlab.open_store(path, config=HCFG)
     report = rebuild_store(path, config=HCFG, embedder=HashingEmbedder())
     assert (report.vectors, report.pending, report.bad_times.count) == (5, 1, 1)
-    with memlab.open_store(path, config=HCFG, clock=FixedClock(T0)) as st:   # opens again; m5 stays pending
+    with memlab.open_store(path, config=HCFG, clock=FixedClock(T0)) as st:   # opens; m5 pending
         assert st.health.vectors == 5 and st.embed_pending() == 0
         assert "m0" in st.recall("星露谷物语", k=3).ids
