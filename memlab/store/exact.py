@@ -26,7 +26,7 @@ from memlab.types import LAYER_CODES
 
 from .rowmap import RowMap
 from .snapshot import read_snapshot
-from .vectors import MAX_K, VectorCache, VectorMeta, quantize_int8
+from .vectors import MAX_K, VectorCache, VectorMeta, clamp_time, quantize_int8
 
 
 class ExactIndex:
@@ -184,9 +184,9 @@ class ExactIndex:
             codes = [LAYER_CODES[x] for x in layers if x in LAYER_CODES]
             mask &= np.isin(self._layer[:n], codes)
         if since is not None:
-            mask &= self._time[:n] >= math.floor(since)
+            mask &= self._time[:n] >= math.floor(clamp_time(since, "since"))
         if until is not None:
-            mask &= self._time[:n] < math.floor(until)
+            mask &= self._time[:n] < math.floor(clamp_time(until, "until"))
         idx = np.flatnonzero(mask)
         if len(idx) == 0:
             return empty

@@ -25,7 +25,7 @@ from .audit import AuditLog
 from .cache import EmbeddingCache, FreshVectors
 from .connect import Connection, connect, transaction
 from .exact import ExactIndex
-from .health import RebuildReport, VectorState, measure_vectors, reconcile_vectors
+from .health import RebuildReport, VectorState, bad_times, measure_vectors, reconcile_vectors
 from .memindex import MemoryIndex
 from .migrations import check_openable, migrate
 from .recall_log import RecallEvents
@@ -356,13 +356,22 @@ class Store:
                       on_batch: Callable[[int], None] | None = None) -> int:
         """Embed (through the cache) and store the vectors of every pending memory; the count
         (memories given an all-zero vector are marked 'none' and counted too). ``on_batch(done)``
-        is called after each committed batch (a fold job extends its lease there)."""
+        is called after each committed batch (a fold job extends its lease there).
+
+        Memories stored with a time outside the range memlab stores (before it checked times, or
+        behind its back: :class:`~memlab.store.health.BadTimes`) cannot be given a vector row:
+        they are skipped and stay pending, logged as a warning naming them and counted in
+        ``stats["memories with bad times"]``; ``memlab store check`` reports them."""
         self._check_embedder(embedder)
         done = 0
         while True:
             rowids = self.repo.pending(embedder.version, limit=batch)
             if not rowids:
                 self._restored = True
+                found = bad_times(self.conn)
+                if found:
+                    self.stats["memories with bad times"] = found.count
+                    log.warning("memlab: %s: %s", self.path, found.problem())
                 return done
             texts = [r.text for r in self.repo.get_rows(rowids)]
             none, vecs = self._split_empty(self.embed_cached(embedder, texts), len(rowids))
@@ -390,7 +399,8 @@ class Store:
         return RebuildReport(model_version=state.model_version, table=state.table,
                              records=state.records, from_cache=state.vectors - embedded,
                              embedded=embedded, vectors=state.vectors, pending=state.pending,
-                             problem_at_open=found.problem, lost_at_open=found.lost)
+                             problem_at_open=found.problem, lost_at_open=found.lost,
+                             bad_times=bad_times(self.conn) or None)
 
     def vector_state(self) -> VectorState | None:
         """The vector table now (counts), with what was lost at open until it is re-embedded."""

@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from memlab.errors import CorruptStore
+from memlab.inputs import MAX_TIME, MIN_TIME, TIME_RANGE
 
 from .connect import Connection, connect, db_path, transaction
 from .migrations import LATEST, schema_version
+from .records import TIME_OUT_OF_RANGE_SQL
 from .vectors import VectorCache, table_name
 
 log = logging.getLogger("memlab")
@@ -99,15 +101,62 @@ class RebuildReport:
     pending: int
     problem_at_open: str = ""
     lost_at_open: int = 0
+    bad_times: "BadTimes | None" = None
 
     def lines(self) -> list[str]:
         """The human report of ``memlab store rebuild``."""
         found = (f"at open    the table was {self.problem_at_open}: {self.lost_at_open} "
                  f"memories had lost their vectors" if self.problem_at_open else
                  "at open    the table was whole")
-        return [f"model     {self.model_version} (table {self.table})", found,
-                f"rebuilt   {self.vectors} vectors for {self.records} memories: {self.from_cache} "
-                f"from the embedding cache, {self.embedded} embedded anew, {self.pending} pending"]
+        out = [f"model     {self.model_version} (table {self.table})", found,
+               f"rebuilt   {self.vectors} vectors for {self.records} memories: {self.from_cache} "
+               f"from the embedding cache, {self.embedded} embedded anew, {self.pending} pending"]
+        if self.bad_times:
+            out.append(f"skipped   {self.bad_times.problem()}")
+        return out
+
+
+@dataclass(frozen=True)
+class BadTimes:
+    """Memories stored with a time memlab does not store (outside
+    :data:`memlab.inputs.TIME_RANGE`, or not a number: written before memlab checked times, or
+    behind its back). They cannot be given a vector row (its partition key is the time's
+    quarter), so embedding skips them and they stay pending; ``memlab store check`` reports them
+    as a problem. ``count``: how many; ``examples``: (id, field, value) of the first few."""
+
+    count: int
+    examples: tuple[tuple[str, str, Any], ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def problem(self) -> str:
+        shown = ", ".join(f"{i!r} ({f}={v!r})" for i, f, v in self.examples)
+        more = f" and {self.count - len(self.examples)} more" if self.count > len(self.examples) \
+            else ""
+        return (f"{self.count} memories have a time outside {TIME_RANGE} or not a number: "
+                f"{shown}{more}; they cannot be embedded (they stay pending): correct or delete "
+                f"them")
+
+
+def bad_times(conn: Connection, *, examples: int = 5) -> BadTimes:
+    """The memories whose times break :func:`memlab.inputs.check_time`: none in a store that only
+    memlab wrote (one scan of ``memory_records``)."""
+    where = f"WHERE {TIME_OUT_OF_RANGE_SQL}"
+    n = int(conn.execute(f"SELECT count(*) FROM memory_records {where}",
+                         (MIN_TIME, MAX_TIME)).fetchone()[0])
+    if not n:
+        return BadTimes(0)
+    shown = []
+    for row in conn.execute(f"SELECT id, timestamp, event_time, last_accessed FROM "
+                            f"memory_records {where} ORDER BY rowid LIMIT ?3",
+                            (MIN_TIME, MAX_TIME, examples)):
+        for name, v in zip(("timestamp", "event_time", "last_accessed"), row[1:]):
+            if (v is not None or name == "timestamp") and not (
+                    isinstance(v, (int, float)) and MIN_TIME <= v <= MAX_TIME):
+                shown.append((row[0], name, v))
+                break
+    return BadTimes(n, tuple(shown))
 
 
 def table_exists(conn: Connection, name: str) -> bool:
@@ -363,6 +412,9 @@ def _check(conn: Connection, report: StoreReport, *, full: bool) -> None:
             f"SELECT {column}, count(*) FROM memory_records GROUP BY {column} ORDER BY {column}"
         ).fetchall())
     n_records = sum(report.records["retention_layer"].values())
+    found = bad_times(conn)
+    if found:
+        report.problems.append(found.problem())
     _check_vectors(conn, report, n_records)
     _check_lexical(conn, report)
     if version >= 2:

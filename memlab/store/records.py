@@ -16,6 +16,7 @@ from numbers import Real
 from typing import Any
 
 from memlab.errors import InvalidCell, InvalidInput
+from memlab.inputs import check_id, check_int, check_text, check_time, check_unicode
 from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUSES,
                           LIFECYCLE_STATES, RETENTION_LAYERS, VALID_CELLS, MemoryRecord)
 
@@ -32,6 +33,11 @@ _TUPLES = {"keywords", "entities", "tags", "derived_from", "source_quote"}
 _ENUMS = {"retention_layer": RETENTION_LAYERS, "cognitive_layer": COGNITIVE_LAYERS,
           "lifecycle_state": LIFECYCLE_STATES, "embedding_status": EMBEDDING_STATUSES,
           "epistemic_status": EPISTEMIC_STATUSES}
+#: fields holding strings besides text and the ids (each string valid Unicode, structures at
+#: most memlab.inputs.MAX_NESTING deep)
+_STRINGS = ("emotions", "keywords", "entities", "fact_key", "source_type", "source_uri",
+            "source_hash", "tags", "ttl", "supersedes", "evidence", "derived_from", "source_quote",
+            "dialogue_id", "speaker", "session_id", "meta")
 VECTOR_META_FIELDS = {"agent_id", "user_id", "retention_layer", "cognitive_layer", "event_time",
                 "timestamp", "lifecycle_state", "deprecated"}
 
@@ -63,10 +69,18 @@ def _finite(rec: MemoryRecord, field: str, *, lo: float | None = None, hi: float
         raise InvalidInput(field, f"must be in [{lo}, {hi}]", v)
 
 
-def _count(rec: MemoryRecord, field: str, lo: int) -> None:
-    v = getattr(rec, field)
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise InvalidInput(field, f"must be an integer >= {lo}", v)
+#: the record's times (:func:`memlab.inputs.check_time`) and counts with their least value
+#: (:func:`memlab.inputs.check_int`)
+TIMES = ("timestamp", "event_time", "last_accessed")
+COUNTS = {"access_count": 0, "mention_count": 1, "fact_revision": 1, "schema_version": 0}
+#: SQL true for a memory_records row whose times break :func:`memlab.inputs.check_time` (stored
+#: before memlab checked them, or behind its back); parameters: MIN_TIME, MAX_TIME
+TIME_OUT_OF_RANGE_SQL = (
+    "(NOT (typeof(timestamp) IN ('real', 'integer') AND timestamp BETWEEN ?1 AND ?2) "
+    "OR (event_time IS NOT NULL AND NOT (typeof(event_time) IN ('real', 'integer') "
+    "AND event_time BETWEEN ?1 AND ?2)) "
+    "OR (last_accessed IS NOT NULL AND NOT (typeof(last_accessed) IN ('real', 'integer') "
+    "AND last_accessed BETWEEN ?1 AND ?2)))")
 
 
 def clean_strings(values: Any, field: str) -> list[str]:
@@ -84,25 +98,20 @@ def validate_record(rec: MemoryRecord, *, max_text_chars: int) -> None:
     if not isinstance(rec, MemoryRecord):
         raise InvalidInput("record", "must be a MemoryRecord", type(rec).__name__)
     for field in ("id", "agent_id", "user_id"):
-        v = getattr(rec, field)
-        if not isinstance(v, str) or not v.strip():
-            raise InvalidInput(field, "must be a non-empty string", v)
-    if not isinstance(rec.text, str) or not rec.text.strip():
-        raise InvalidInput("text", "must be non-empty, not only whitespace", rec.text)
-    if len(rec.text) > max_text_chars:
-        raise InvalidInput("text", f"longer than recall.max_text_chars={max_text_chars}",
-                           f"{len(rec.text)} characters")
+        check_id(getattr(rec, field), field)
+    check_text(rec.text, "text", max_chars=max_text_chars, limit_name="recall.max_text_chars")
     for field, allowed in _ENUMS.items():
         if getattr(rec, field) not in allowed:
             raise InvalidInput(field, f"must be one of {allowed}", getattr(rec, field))
     _finite(rec, "importance", lo=0.0, hi=1.0)
-    _finite(rec, "timestamp")
-    _finite(rec, "event_time", optional=True)
-    _finite(rec, "last_accessed", optional=True)
-    _count(rec, "access_count", 0)
-    _count(rec, "mention_count", 1)
-    _count(rec, "fact_revision", 1)
-    _count(rec, "schema_version", 0)
+    for field in TIMES:
+        check_time(getattr(rec, field), field, optional=field != "timestamp")
+    for field, lo in COUNTS.items():
+        check_int(getattr(rec, field), field, lo=lo)
+    for field in _STRINGS:
+        v = getattr(rec, field)
+        if v is not None and not (type(v) in (str, tuple, dict) and not v):   # most are empty
+            check_unicode(v, field)
     if not isinstance(rec.emotions, Mapping):
         raise InvalidInput("emotions", "must be a mapping name -> intensity", rec.emotions)
     for name, v in rec.emotions.items():

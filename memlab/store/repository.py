@@ -21,21 +21,21 @@ import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, StoreError
+from memlab.inputs import MAX_INT, MAX_TIME, MIN_TIME, check_int, check_time
 from memlab.types import COGNITIVE_CODES, LAYER_CODES, ListTermSets
 from memlab.types import RETENTION_LAYERS, MemoryRecord
 
 from .cache import EmbeddingCache, text_hash
 from .connect import Connection, db_path, transaction
 from .migrations import LATEST, schema_version
-from .records import (COLUMNS, DERIVED, FIELDS, VECTOR_META_FIELDS, clean_strings, from_row,
-                      ids_json, searchable, to_row, validate_record)
+from .records import (COLUMNS, DERIVED, FIELDS, TIME_OUT_OF_RANGE_SQL, VECTOR_META_FIELDS,
+                      clean_strings, from_row, ids_json, searchable, to_row, validate_record)
 from .vectors import VectorCache, registered_tables
 
 _INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(COLUMNS + DERIVED)}) "
@@ -128,20 +128,20 @@ class Repository:
         transaction.
 
         The explicit step after selection; never called inside scoring. ``times`` > 1: accesses
-        batched by the caller (the Familiars reader's buffered access statistics).
+        batched by the caller (the Familiars reader's buffered access statistics). ``now`` is a
+        time memlab stores (:func:`memlab.inputs.check_time`); the count stops at
+        :data:`memlab.inputs.MAX_INT` (a count of accesses never reaches it in practice).
         """
-        if isinstance(now, bool) or not isinstance(now, Real) or not math.isfinite(now):
-            raise InvalidInput("now", "must be a finite number", now)
-        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
-            raise InvalidInput("times", "must be an integer >= 1", times)
+        now = check_time(now, "now")
+        check_int(times, "times", lo=1)
         wanted = set(int(r) for r in rowids)
         if not wanted:
             return
         with transaction(self.conn):
             cur = self.conn.execute(
-                "UPDATE memory_records SET last_accessed = ?, access_count = access_count + ? "
-                "WHERE rowid IN (SELECT value FROM json_each(?))",
-                (float(now), times, ids_json(wanted)))
+                "UPDATE memory_records SET last_accessed = ?, access_count = "
+                "min(access_count + ?, ?) WHERE rowid IN (SELECT value FROM json_each(?))",
+                (now, times, MAX_INT, ids_json(wanted)))
             if cur.rowcount != len(wanted):
                 raise InvalidInput("rowids", "unknown rowid(s)", sorted(wanted)[:5])
 
@@ -249,12 +249,14 @@ class Repository:
     # -- embedding status ------------------------------------------------------------------------
     def pending(self, model_version: str, *, limit: int) -> list[int]:
         """Rowids (ascending) of memories with no vector for ``model_version`` yet (not those
-        this version gives no vector: embedding_status 'none', :meth:`mark_no_vector`)."""
+        this version gives no vector: embedding_status 'none', :meth:`mark_no_vector`), less those
+        whose times are outside the range memlab stores (stored before it checked them: they
+        cannot be given a vector row; ``memlab store check`` reports them)."""
         return [r[0] for r in self.conn.execute(
             "SELECT rowid FROM memory_records r WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e "
-            "WHERE e.rowid = r.rowid AND e.model_version = ?) AND NOT (r.embedding_status = 'none' "
-            "AND r.embedding_model_version = ?) ORDER BY rowid LIMIT ?",
-            (model_version, model_version, int(limit)))]
+            "WHERE e.rowid = r.rowid AND e.model_version = ?3) AND NOT (r.embedding_status = 'none' "
+            f"AND r.embedding_model_version = ?3) AND NOT {TIME_OUT_OF_RANGE_SQL} "
+            "ORDER BY rowid LIMIT ?4", (MIN_TIME, MAX_TIME, model_version, int(limit)))]
 
     def mark_no_vector(self, rowids: Sequence[int], model_version: str) -> None:
         """Record that ``model_version`` gives these memories no vector (an all-zero embedding:

@@ -31,13 +31,16 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from numbers import Real
 from typing import Any, Sequence
 
 import numpy as np
 
 from memlab.errors import CorruptStore, InvalidInput, StoreError, StoreInconsistent
+from memlab.inputs import MAX_TIME, MIN_TIME, TIME_RANGE, check_time
 
 from .connect import Connection, db_path, transaction
+from .records import TIME_OUT_OF_RANGE_SQL
 from .snapshot import read_snapshot
 
 MAX_K = 4096  # sqlite-vec's limit on k
@@ -52,13 +55,24 @@ def table_name(model_version: str) -> str:
 
 
 def quarter(seconds: float) -> str:
-    """The UTC quarter of a Unix time, e.g. ``'2026-Q2'``."""
-    d = datetime.fromtimestamp(math.floor(seconds), tz=timezone.utc)
+    """The UTC quarter of a Unix time, e.g. ``'2026-Q2'``; InvalidInput for a time outside
+    :func:`memlab.inputs.check_time`'s range (every stored time is inside it)."""
+    d = datetime.fromtimestamp(math.floor(check_time(seconds, "event_time")), tz=timezone.utc)
     return f"{d.year:04d}-Q{(d.month - 1) // 3 + 1}"
 
 
+def clamp_time(seconds: float, field: str) -> float:
+    """A search bound clipped to the stored times' range [MIN_TIME, MAX_TIME + 1] (no stored time
+    lies outside it, so the search finds the same rows); InvalidInput for NaN or a non-number."""
+    if isinstance(seconds, bool) or not isinstance(seconds, Real) or math.isnan(seconds):
+        raise InvalidInput(field, "must be a number of Unix seconds", seconds)
+    return min(max(float(seconds), MIN_TIME), MAX_TIME + 1)
+
+
 def quarters_between(since: float, until: float) -> list[str]:
-    """Quarters holding any whole second s with floor(since) <= s < floor(until), in order."""
+    """Quarters holding any whole second s with floor(since) <= s < floor(until), in order (the
+    bounds clipped to the stored times' range: :func:`clamp_time`)."""
+    since, until = clamp_time(since, "since"), clamp_time(until, "until")
     lo, hi = math.floor(since), math.floor(until) - 1
     if hi < lo:
         return []
@@ -88,12 +102,21 @@ class VectorMeta:
 
 
 def _meta(conn: Connection, rowids: list[int]) -> dict[int, VectorMeta]:
-    return {r[0]: VectorMeta(r[1], r[2], r[3], r[4], math.floor(r[5]), bool(r[6]))
-            for r in conn.execute(
-        "SELECT rowid, agent_id, user_id, retention_layer, cognitive_layer, "
-        "coalesce(event_time, timestamp), lifecycle_state = 'active' AND deprecated = 0 "
-        "FROM memory_records WHERE rowid IN (SELECT value FROM json_each(?))",
-        (json.dumps(rowids),))}
+    out = {}
+    for r in conn.execute(
+            "SELECT rowid, agent_id, user_id, retention_layer, cognitive_layer, "
+            "coalesce(event_time, timestamp), lifecycle_state = 'active' AND deprecated = 0 "
+            "FROM memory_records WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(rowids),)):
+        t = r[5]
+        if not (isinstance(t, (int, float)) and MIN_TIME <= t <= MAX_TIME):
+            raise StoreInconsistent(
+                f"memory rowid {r[0]} has a vector but its time {t!r} is outside {TIME_RANGE} "
+                f"or not a number (changed behind memlab's back): rebuild the vector table "
+                f"(`memlab store rebuild {db_path(conn)}`, which leaves such memories out) and "
+                f"see `memlab store check`")
+        out[r[0]] = VectorMeta(r[1], r[2], r[3], r[4], math.floor(t), bool(r[6]))
+    return out
 
 
 def load_meta(conn: Connection, rowids: Sequence[int]) -> list[VectorMeta]:
@@ -388,10 +411,10 @@ class VectorCache:
             args += layers
         if since is not None:
             where.append("event_time >= ?")
-            args.append(math.floor(since))
+            args.append(math.floor(clamp_time(since, "since")))
         if until is not None:
             where.append("event_time < ?")
-            args.append(math.floor(until))
+            args.append(math.floor(clamp_time(until, "until")))
         sql = (f"SELECT rowid, distance FROM {self.table} WHERE embedding MATCH "
                f"{self._vec_sql()} AND k = ? AND {' AND '.join(where)}")
         blob = self._blob(q)
@@ -416,7 +439,9 @@ class VectorCache:
         A memory's vector is found in ``embedding_cache`` under the text hash recorded by
         ``Repository.mark_embedded``. Memories whose vector is not in the cache are marked pending
         again (their ``memory_embeddings`` row removed) and listed under ``missing``: never a
-        fabricated vector. Returns ``{"written": n, "missing": [rowids]}``.
+        fabricated vector. So are memories whose time is outside the range memlab stores (changed
+        behind its back: no partition key; :func:`memlab.store.health.bad_times` reports them).
+        Returns ``{"written": n, "missing": [rowids]}``.
         """
         conn, written, missing = self.conn, 0, []
         with transaction(conn):
@@ -431,8 +456,11 @@ class VectorCache:
                 "ON c.model_version = e.model_version AND c.text_hash = e.text_hash AND c.dim = ? "
                 "WHERE e.model_version = ? ORDER BY e.rowid",
                 (self.dim, self.model_version)).fetchall()
-            good = [(r, v) for r, v in rows if v is not None]
-            missing = [r for r, v in rows if v is None]
+            bad = {r[0] for r in conn.execute(
+                f"SELECT rowid FROM memory_records WHERE {TIME_OUT_OF_RANGE_SQL}",
+                (MIN_TIME, MAX_TIME))}
+            good = [(r, v) for r, v in rows if v is not None and r not in bad]
+            missing = [r for r, v in rows if v is None or r in bad]
             for i in range(0, len(good), batch_size):
                 chunk = good[i:i + batch_size]
                 self.upsert([r for r, _ in chunk],

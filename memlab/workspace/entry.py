@@ -32,7 +32,9 @@ Mapping (memlab's choices):
 Lines: entries are separated only by header lines; a file is split on ``\\n`` alone (a body may
 hold ``\\r``, U+2028 or any other line break). An entry is written as the header, ``\\n``, the
 body, ``\\n``; on reading, the body is everything up to the next header line less that one final
-``\\n``, so a body's own trailing newlines survive.
+``\\n``, so a body's own trailing newlines survive. A header line ending in ``\\r`` is refused as
+a file with CR LF line endings (:data:`CRLF_RULE`). A header's values nest at most
+:data:`memlab.inputs.MAX_NESTING` levels deep (checked before the JSON is parsed).
 
 Escape rule: a body line that looks like the start of a header (it matches ``\\\\*<!-- {``: any
 number of backslashes, then ``<!-- {``) gets one more backslash in front when written, and a
@@ -50,6 +52,8 @@ from datetime import datetime, timezone
 from numbers import Real
 from typing import Any, Iterator
 
+from memlab.errors import InvalidInput
+from memlab.inputs import MAX_NESTING, check_json_depth
 from memlab.types import CATEGORIES, SCOPES, VALID_CELLS, MemoryRecord
 
 from .paths import Location
@@ -148,6 +152,11 @@ def format_entry(rec: MemoryRecord) -> str:
     return header_line(rec) + "\n" + body + "\n"
 
 
+CRLF_RULE = ("the header line ends with a carriage return: the file has Windows (CR LF) line "
+             "endings; workspace files use LF line endings (a body keeps a CR as written, so memlab "
+             "does not convert them): convert the file (e.g. dos2unix) and import it again")
+
+
 def split_entries(text: str) -> Iterator[tuple[int, str, str]]:
     """(1-based line of the header, the header's JSON text, the unescaped body) of each entry.
 
@@ -160,6 +169,8 @@ def split_entries(text: str) -> Iterator[tuple[int, str, str]]:
     for i, ln in enumerate(lines):
         if ln.startswith(HEADER_START):
             m = _HEADER.fullmatch(ln)
+            if m is None and ln.endswith("\r") and _HEADER.fullmatch(ln[:-1]):
+                raise EntryError(CRLF_RULE, line=i + 1)
             if m is None:
                 raise EntryError("a header line is '<!-- {json} -->' on one line", line=i + 1)
             starts.append((i, m.group(1)))
@@ -216,6 +227,16 @@ def _check_type(key: str, v: Any) -> Any:
 def parse_header(text: str) -> dict[str, Any]:
     """The header JSON as record fields (``importance`` for ``salience``, floats for the ISO
     times when no float is given); EntryError naming the key."""
+    try:   # the header object itself, then a value nesting MAX_NESTING levels at most
+        check_json_depth(text, "header", max_depth=MAX_NESTING + 1)
+    except InvalidInput as exc:
+        key = exc.field.partition(".")[2] or None
+        if key is None:
+            raise EntryError(f"the header {exc.rule}", value=exc.value) from None
+        where = exc.value.partition(" at ")[2]    # 'character <n>'
+        raise EntryError(f"nests deeper than {MAX_NESTING} levels (an object or array inside "
+                         f"another)", key=key, value=f"more than {MAX_NESTING} at {where}") \
+            from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:

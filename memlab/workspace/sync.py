@@ -6,15 +6,27 @@ order, in the format of :mod:`memlab.workspace.entry`. The export is the store's
 the workspace that the store has no entries for are left alone, and a file the export writes is
 replaced whole (written to a temporary file and renamed).
 
-``import_workspace(store, dir)`` reads every ``*.md`` file under ``dir`` (sorted by path) and
-adds its records to the store verbatim — ids, times, layers, counters and every other field as
-written — through :meth:`memlab.store.Store.add`, the store's one insert (records, lexical
-index, entity links in one transaction). The lexical terms and entity links are derived from
-the text with the store's config, as every write derives them. Nothing else of the write
-pipeline runs: importance is not re-scored, layers are not re-routed, facts are not superseded
-and the pin cap is not applied (an import restores a state, it does not write anew). The safety
-screen does run (:func:`memlab.safety.screen_write`): a workspace is editable text, and an entry
-that reads as an attempt to hijack the assistant is refused like any write.
+``import_workspace(store, dir)`` reads every regular ``*.md`` file under ``dir`` (sorted by
+path; never through a symbolic link, never a path outside ``dir``: :mod:`.reader`, which reports
+each link, FIFO or unreadable folder it refuses) and adds its records to the store verbatim —
+ids, times, layers, counters and every other field as written — through
+:meth:`memlab.store.Store.add`, the store's one insert (records, lexical index, entity links in
+one transaction). The lexical terms and entity links are derived from the text with the store's
+config, as every write derives them.
+
+Each entry is validated by the API's own item validation (:func:`memlab.write.records.prepare`:
+text and ids without control characters, times in the range memlab stores, the owner, the
+cell, the ttl, and the safety screen: a workspace is editable text, and an entry that reads as
+an attempt to hijack the assistant is refused like any write), then by the store's record check
+(:func:`memlab.store.records.validate_record`: counts up to ``memlab.inputs.MAX_INT``); an import
+admits nothing the API refuses. Nothing else of the write pipeline runs: importance is not
+re-scored, layers are not re-routed, facts are not superseded and the pin cap is not applied (an
+import restores a state, it does not write anew).
+
+Files: UTF-8, LF line endings. A UTF-8 byte-order mark at the start of a file is skipped (some
+editors write one); a header line ending in a carriage return (a file converted to CR LF line
+endings) is refused with that reason: bodies keep a CR as written, so memlab does not guess which
+CRs an editor added.
 
 All or nothing per file: a file with any bad entry (unreadable header, unknown key, wrong type,
 an invalid cell, a value the store refuses, an entry in the wrong file, an id twice) contributes
@@ -25,11 +37,16 @@ An id the store already holds (memlab's choice): when the stored record is the e
 (every field but the embedding state equal) the entry is skipped and counted, so importing the
 same workspace twice changes nothing; when it differs, its file is refused with that line
 (an import never overwrites the truth, and never silently drops an edit).
+
+Export: a file that cannot be written (a read-only folder, a file where a folder should be) is a
+:class:`~memlab.errors.WorkspaceError` naming it and the reason; files written before it are
+whole (each is written to a temporary file and renamed).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,15 +54,17 @@ from pathlib import Path
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, MemlabError, WorkspaceError
 from memlab.files import write_atomic
-from memlab.safety import screen_write
+from memlab.inputs import check_tenant
 from memlab.store import Store
 from memlab.store.records import validate_record
 from memlab.store.scan import iter_records, records_by_id
 from memlab.text import extract_entities, memory_terms
 from memlab.types import MemoryRecord
+from memlab.write.records import finish, prepare
 
 from .entry import EntryError, entry_record, format_entry, parse_header, split_entries
-from .paths import Location, inside, parse_path, relative_path, SUFFIX
+from .paths import Location, inside, parse_path, relative_path
+from .reader import workspace_files
 
 _EMBEDDING = {"embedding_status": "pending", "embedding_model_version": ""}
 
@@ -84,9 +103,15 @@ def export_workspace(store: Store, directory: str | Path, *, agent_id: str | Non
         by_file[inside(root, rel)].append(format_entry(rec))
         result.records += 1
     for path, entries in sorted(by_file.items()):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, "".join(entries))
-        result.files.append(path.relative_to(root.resolve()).as_posix())
+        rel = path.relative_to(root.resolve()).as_posix()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, "".join(entries))
+        except OSError as exc:
+            raise WorkspaceError(str(path), f"cannot be written ({exc.strerror or exc}"
+                                 f"{': ' + str(exc.filename) if exc.filename else ''}); "
+                                 f"{len(result.files)} file(s) were written before it") from None
+        result.files.append(rel)
     return result
 
 
@@ -126,11 +151,12 @@ def import_workspace(store: Store, directory: str | Path) -> ImportResult:
         raise InvalidInput("directory", "not a directory", str(directory))
     result = ImportResult(root)
     seen: set[str] = set()     # ids of the files loaded so far
-    for path in sorted(p for p in root.rglob(f"*{SUFFIX}")
-                       if p.is_file() and not p.name.startswith(".")):
-        rel = path.relative_to(root).as_posix()
+    for rel, data in workspace_files(root):
+        if isinstance(data, WorkspaceError):     # a link, a FIFO, a folder not read
+            result.errors.append(data)
+            continue
         try:
-            records, skipped = _load_file(store, root, path, rel, seen)
+            records, skipped = _load_file(store, rel, data, seen)
         except WorkspaceError as exc:
             result.errors.append(exc)
             continue
@@ -141,7 +167,43 @@ def import_workspace(store: Store, directory: str | Path) -> ImportResult:
     return result
 
 
-def _load_file(store: Store, root: Path, path: Path, rel: str, seen: set[str]
+#: the API's field names (memlab.write.records.prepare) as header keys
+_KEYS = {"text": "body", "importance": "salience", "layer": "retention_layer"}
+
+
+def _key(field: str) -> str:
+    """The header key an error about ``entry.<field>...`` (or ``<field>...``) names."""
+    name = field.removeprefix("entry.")
+    head = re.match(r"\w*", name).group()
+    return _KEYS.get(head, head) + name[len(head):]
+
+
+def _decode(rel: str, data: bytes) -> str:
+    if data.startswith(b"\xef\xbb\xbf"):     # a UTF-8 byte-order mark (module docstring)
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkspaceError(rel, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _validated(rec: MemoryRecord, cfg: MemlabConfig) -> MemoryRecord:
+    """``rec`` through the API's item validation (:func:`memlab.write.records.prepare`, which
+    screens it too) and the store's record check; InvalidInput naming the field."""
+    w = cfg.writer
+
+    def tenant(agent_id, user_id, where):
+        return check_tenant(agent_id, user_id, default_agent_id=w.default_agent_id,
+                            default_user_id=w.default_user_id, where=where)
+
+    item = {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec)}
+    draft = prepare(item, index=0, now=rec.timestamp, cfg=cfg, tenant=tenant, where="entry")
+    out = dataclasses.replace(finish(draft, layer=draft.layer), **_EMBEDDING)
+    validate_record(out, max_text_chars=cfg.recall.max_text_chars)
+    return out
+
+
+def _load_file(store: Store, rel: str, data: bytes, seen: set[str]
                ) -> tuple[list[MemoryRecord], int]:
     """Parse, check and insert one file in one transaction; WorkspaceError on any refusal."""
     cfg: MemlabConfig = store.config
@@ -150,25 +212,19 @@ def _load_file(store: Store, root: Path, path: Path, rel: str, seen: set[str]
                          default_user_id=cfg.writer.default_user_id)
     except InvalidInput as exc:
         raise WorkspaceError(rel, exc.rule, value=exc.value) from None
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise WorkspaceError(rel, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = _decode(rel, data)
     records: list[tuple[int, MemoryRecord]] = []
     line = None
     try:
         for line, head, body in split_entries(text):
             rec = entry_record(parse_header(head), body, loc)
-            rec = dataclasses.replace(rec, **_EMBEDDING)
-            validate_record(rec, max_text_chars=cfg.recall.max_text_chars)
-            fields = {k: v for k, v in dataclasses.asdict(rec).items() if k != "text"}
-            screen_write(rec.text, fields, cfg.safety, where="entry")
-            records.append((line, rec))
+            records.append((line, _validated(rec, cfg)))
     except EntryError as exc:
         raise WorkspaceError(rel, exc.rule, line=exc.line or line, key=exc.key,
                              value=exc.value) from None
-    except InvalidInput as exc:   # validate_record, the cell check, the safety screen
-        raise WorkspaceError(rel, exc.rule, line=line, key=exc.field, value=exc.value) from None
+    except InvalidInput as exc:   # prepare, validate_record, the cell check, the safety screen
+        raise WorkspaceError(rel, exc.rule, line=line, key=_key(exc.field),
+                             value=exc.value) from None
     ids: dict[str, int] = {}
     for ln, rec in records:
         if rec.id in ids or rec.id in seen:
@@ -196,4 +252,3 @@ def _load_file(store: Store, root: Path, path: Path, rel: str, seen: set[str]
     except MemlabError as exc:
         raise WorkspaceError(rel, f"the store refused the file ({exc})") from None
     return new, skipped
-

@@ -20,10 +20,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from memlab.clock import to_unix
 from memlab.config import LayersConfig, MemlabConfig
 from memlab.errors import InvalidCell, InvalidInput
-from memlab.inputs import check_id, check_text, check_unicode
+from memlab.inputs import check_id, check_text, check_time, check_unicode
 from memlab.lifecycle.ttl import check_ttl
 from memlab.safety import screen_write
 from memlab.types import COGNITIVE_LAYERS, RETENTION_LAYERS, VALID_CELLS, MemoryRecord
@@ -101,15 +100,17 @@ def cognitive_layer_of(text: str, *, layers: LayersConfig) -> str:
 
 
 def prepare(item: Mapping[str, Any], *, index: int, now: float, cfg: MemlabConfig,
-            tenant: TenantFn, turn: int | None = None) -> Draft:
-    """Validate one item (see :meth:`memlab.api.MemoryStore.add_many` for its fields).
+            tenant: TenantFn, turn: int | None = None, where: str | None = None) -> Draft:
+    """Validate one item (see :meth:`memlab.api.MemoryStore.add_many` for its fields). Errors
+    name ``items[<index>].<field>``, or ``<where>.<field>`` when ``where`` is given (a workspace
+    import validates each entry here, as the API does).
 
     ``turn``: the dialogue's turn counter at this write, when known (Familiars): a ``ttl`` is
     validated by :func:`memlab.lifecycle.ttl.check_ttl` (a turns TTL without ``created_turn``
     gets ``turn``), and an ephemeral-scope item without a ttl gets ``{"kind": "turns", "turns":
     ttl.ephemeral_turns, "created_turn": turn}`` (§5.2.1: cleared when the turn ends)."""
     it = dict(item)
-    where = f"items[{index}]"
+    where = f"items[{index}]" if where is None else where
     text = check_text(it.pop("text", None), f"{where}.text",
                       max_chars=cfg.recall.max_text_chars, limit_name="recall.max_text_chars")
     for name, value in it.items():
@@ -153,8 +154,9 @@ def prepare(item: Mapping[str, Any], *, index: int, now: float, cfg: MemlabConfi
     return Draft(where=where, text=text, emotions=emotions,
                  intensity=emotion_intensity(emotions, scale=cfg.fusion.emotion_scale),
                  importance=importance, layer=layer, cognitive_layer=cognitive,
-                 timestamp=float(now if ts is None else to_unix(ts)),
-                 event_time=None if ev is None else to_unix(ev), id=mem_id, fields=it)
+                 timestamp=check_time(now if ts is None else ts, f"{where}.timestamp"),
+                 event_time=check_time(ev, f"{where}.event_time", optional=True), id=mem_id,
+                 fields=it)
 
 
 def finish(draft: Draft, *, layer: str) -> MemoryRecord:

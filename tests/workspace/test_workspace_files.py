@@ -160,7 +160,7 @@ def _good(i: str, text: str, **extra) -> str:
     (_good("m_3", "x", scope="identity", category="profile"), "category",
      "not a valid Familiars cell"),
     (_good("m_3", "x", salience="high"), "salience", "finite number"),
-    (_good("m_3", "x", salience=1.5), "importance", "[0.0, 1.0]"),
+    (_good("m_3", "x", salience=1.5), "salience", "in [0, 1]"),
     (_good("m_3", "x", deprecated="no"), "deprecated", "true or false"),
     (_good("m_3", "x", tags="a,b"), "tags", "list of strings"),
     (_good("m_3", "x", colour="red"), "colour", "unknown header key"),
@@ -169,7 +169,7 @@ def _good(i: str, text: str, **extra) -> str:
     (_good("m_3", "x", timestamp=0.0), "ts", "disagrees"),
     (_good("m_3", "x", agent_id="agent_9"), "agent_id", "belongs in another file"),
     (_good("m_1", "x"), "id", "given twice"),
-    (_good("m_3", "   "), "text", "non-empty"),
+    (_good("m_3", "   "), "body", "non-empty"),
     ('<!-- {"id":"m_3"} --> trailing\nx\n', None, "on one line"),
 ])
 def test_a_corrupt_header_names_file_and_line_and_the_other_files_load(

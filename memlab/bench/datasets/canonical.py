@@ -13,7 +13,8 @@ A canonical dataset is a folder of three files (see DESIGN.md):
 Rules the reader enforces (each violation is a `DatasetError` naming file, 1-based line and field):
 every field present with its type, no unknown fields (extras belong in ``meta``), ids non-empty,
 timestamps ISO 8601 *with* a UTC offset (``Z`` or ``+08:00``; a naive timestamp is an error, never
-silently taken as UTC), ``(conversation_id, item_id)`` and ``(conversation_id, query_id)`` unique,
+silently taken as UTC) from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z in UTC (the times memlab
+stores: :func:`memlab.inputs.check_time`; every `Item` and `Question`, from any loader, is checked), ``(conversation_id, item_id)`` and ``(conversation_id, query_id)`` unique,
 every evidence id names an item of the same conversation, ``language`` one of zh/en/mixed, ``meta`` a
 JSON object. An empty ``evidence`` list is allowed (e.g. abstention questions), but loaders of the
 public benchmarks drop such questions and count them.
@@ -34,7 +35,7 @@ import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -42,6 +43,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memlab.bench.datasets.provenance import DROP_REJECTED, Origin, Rejections
 from memlab.errors import DatasetError, InvalidInput
+from memlab.inputs import TIME_RANGE, time_problem
 
 LANGUAGES = ("zh", "en", "mixed")
 CARD_FILE, ITEMS_FILE, QUERIES_FILE = "card.json", "items.jsonl", "queries.jsonl"
@@ -91,7 +93,9 @@ def _value_problem(kind: str, may_be_empty: bool, value: Any) -> str | None:
     if kind == "time":
         if not isinstance(value, datetime):
             return "must be a datetime"
-        return None if value.utcoffset() is not None else "must be timezone-aware (naive datetimes are ambiguous)"
+        if value.utcoffset() is None:
+            return "must be timezone-aware (naive datetimes are ambiguous)"
+        return time_problem(value)     # the range memlab stores (memlab.inputs.check_time)
     if kind == "meta":
         return "must be a dict" if not isinstance(value, dict) else _json_native_problem(value)
     if kind == "ids":
@@ -118,7 +122,34 @@ def parse_timestamp(text: Any) -> datetime:
         raise ValueError("not an ISO 8601 timestamp (e.g. 2023-05-08T13:56:00Z)") from None
     if value.utcoffset() is None:
         raise ValueError("ISO 8601 timestamp without UTC offset (append 'Z' or e.g. '+08:00')")
+    if (problem := time_problem(value)) is not None:
+        raise ValueError(problem)
     return value
+
+
+def in_range(when: datetime, *, file: str | os.PathLike[str], field: str, value: Any,
+             line: int | None = None) -> datetime:
+    """``when`` (a time a loader parsed from ``value``) when memlab stores it; a DatasetError
+    naming the file, line and field when it lies outside 0001-01-01..9999-12-31 in UTC (a
+    date at the edge of that range with an offset that moves it out)."""
+    if (problem := time_problem(when)) is not None:
+        raise DatasetError(str(file), problem, line=line, field=field, value=value)
+    return when
+
+
+def shifted(when: datetime, delta: timedelta, *, file: str | os.PathLike[str], field: str,
+            line: int | None = None) -> datetime:
+    """``when + delta`` (a time a loader derives: a turn after its session's start, a question
+    after the last turn); a DatasetError naming the file, line and field when it passes the
+    latest time memlab stores (``datetime`` cannot even hold some of those)."""
+    try:
+        out = when + delta
+    except OverflowError:
+        out = None
+    if out is None or time_problem(out) is not None:
+        raise DatasetError(str(file), f"{when.isoformat()} + {delta} passes the latest time memlab "
+                           f"stores ({TIME_RANGE})", line=line, field=field, value=when.isoformat())
+    return out
 
 
 # ----------------------------------------------------------------------------- records

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question, Rejections,
-                                             native_field, read_native_json, resolve_tz)
+                                             in_range, native_field, read_native_json, resolve_tz,
+                                             shifted)
 from memlab.errors import DatasetError, InvalidInput
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -139,6 +140,7 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
                     except ValueError:
                         raise DatasetError(str(file), "session date not in the form '1:56 pm on 8 May, 2023'",
                                            field=f"{cid}.conversation.{date_key}", value=raw_date) from None
+                    in_range(start, file=file, field=f"{cid}.conversation.{date_key}", value=raw_date)
                     for k, turn in enumerate(turns):
                         where = f"{cid}.conversation.session_{sess_no}[{k}]"
                         with rej.record(file, where=where):
@@ -147,7 +149,8 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
                                 local[DROP_DUPLICATE_TURN] += 1
                                 continue
                             meta = {key: val for key, val in turn.items() if key not in ("dia_id", "speaker", "text")}
-                            ts = start + timedelta(seconds=k * turn_spacing_s)
+                            ts = shifted(start, timedelta(seconds=k * turn_spacing_s), file=file,
+                                         field=f"{where}.timestamp")
                             conv_items.append(Item(cid, dia_id, f"session_{sess_no}",
                                                    native_field(turn, "speaker", str, file=file, where=where),
                                                    native_field(turn, "text", str, file=file, where=where), ts,
@@ -156,7 +159,8 @@ def load_locomo(path: str | os.PathLike[str], *, categories: Iterable[int] | Non
                             last = ts if last is None or ts > last else last
             if last is None:
                 raise DatasetError(str(file), "conversation has no turns", field=f"{cid}.conversation")
-            asked_at = last + timedelta(seconds=asked_after_s)
+            asked_at = shifted(last, timedelta(seconds=asked_after_s), file=file,
+                               field=f"{cid}.qa (asked_at: the last turn + asked_after_s)")
             conv_questions: list[Question] = []
             for qi, qa in enumerate(native_field(sample, "qa", list, file=file, where=cid)):
                 where = f"{cid}.qa[{qi}]"

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question, Rejections,
-                                             native_field, read_native_json, resolve_tz)
+                                             in_range, native_field, read_native_json, resolve_tz,
+                                             shifted)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned"
@@ -61,10 +62,11 @@ def parse_lme_date(text: str, *, tz: tzinfo) -> datetime:
 
 def _date(text: Any, *, file: Path, field: str, tz: tzinfo) -> datetime:
     try:
-        return parse_lme_date(text, tz=tz)
+        when = parse_lme_date(text, tz=tz)
     except (ValueError, TypeError):
         raise DatasetError(str(file), "date not in the form '2023/05/20 (Sat) 02:21'", field=field,
                            value=text) from None
+    return in_range(when, file=file, field=field, value=text)
 
 
 def _card(file: Path, name: str | None, granularity: str, abstention: str) -> Card:
@@ -148,7 +150,8 @@ def load_longmemeval(path: str | os.PathLike[str], *, granularity: Literal["turn
                     if granularity == "turn":
                         iid = f"{sid}:{t}"
                         conv_items.append(Item(qid, iid, sid, role, content,
-                                               start + timedelta(seconds=t * turn_spacing_s), {},
+                                               shifted(start, timedelta(seconds=t * turn_spacing_s),
+                                                       file=file, field=f"{where}.timestamp"), {},
                                                Origin(str(file), where=where, text_field="content")))
                         if turn.get("has_answer") is True:
                             gold_turns.append(iid)

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question, Rejections,
-                                             native_field, read_native_jsonl, resolve_tz)
+                                             in_range, native_field, read_native_jsonl, resolve_tz,
+                                             shifted)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://github.com/hejunqing/MADial-Bench"
@@ -114,6 +115,7 @@ def _memory_line(file: Path, line: int, obj: Any, *, owners: dict[str, str] | No
             except ValueError:
                 raise DatasetError(str(file), "date not in the form 2023-12-25", line=line, field=f"{where}.time",
                                    value=raw_time) from None
+            in_range(when, file=file, line=line, field=f"{where}.time", value=raw_time)
             if owners is None:
                 owner = str(native_field(entry, "user-id", (int, str), file=file, where=where, line=line))
                 if "id" in entry and str(entry["id"]) != key:
@@ -229,7 +231,8 @@ def load_madial(path: str | os.PathLike[str], *, language: str | None = None,
             qid = str(dlg["id"]) if "id" in dlg else str(position[line])
             meta = {"test_turns": list(test_turns), "gold_reply": render_turn(turns[first]),
                     "relevant_ids": [str(r) for r in raw_relevant], "line": line}
-            asked_at = latest[uid] + timedelta(days=asked_after_days)
+            asked_at = shifted(latest[uid], timedelta(days=asked_after_days), file=dialogue_file,
+                               line=line, field="asked_at (the latest memory + asked_after_days)")
             questions.append(Question(uid, qid, "\n".join(context), asked_at, "recall", tuple(evidence), meta))
 
     card = Card(name=name or f"madial-{lang}", version=f"MADial-Bench;context_turns={context_turns or 'all'}",

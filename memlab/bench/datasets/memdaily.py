@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from memlab.bench.datasets.canonical import (Card, Dataset, Item, LoadReport, Origin, Question, Rejections,
-                                             native_field, read_native_json, resolve_tz)
+                                             in_range, native_field, read_native_json, resolve_tz)
 from memlab.errors import DatasetError, InvalidInput
 
 OFFICIAL_URL = "https://github.com/nuster1128/MemSim"
@@ -67,10 +67,11 @@ def _read_time(obj: Any, *, file: Path, where: str, tz: tzinfo) -> datetime:
     """The ``time`` field of a message or question, parsed; a DatasetError names the field."""
     raw = native_field(obj, "time", str, file=file, where=where)
     try:
-        return parse_memdaily_time(raw, tz=tz)
+        when = parse_memdaily_time(raw, tz=tz)
     except ValueError:
         raise DatasetError(str(file), "time not in the form '2024年04月01日 周一 08:39'",
                            field=f"{where}.time", value=raw) from None
+    return in_range(when, file=file, field=f"{where}.time", value=raw)
 
 
 def load_memorybank_pool(path: str | os.PathLike[str], *, include_responses: bool = False) -> list[str]:
