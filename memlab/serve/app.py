@@ -79,7 +79,7 @@ from typing import Any, Callable, Mapping
 from memlab.api import MemoryStore, open_store
 from memlab.config import MemlabConfig
 from memlab.errors import EmbeddingUnavailable, InvalidInput
-from memlab.inputs import check_id, check_text
+from memlab.inputs import MAX_TIME, MIN_TIME, check_id, check_text, check_time
 from memlab.serve import errors
 from memlab.serve.auth import BearerAuth
 from memlab.serve.body import StrictJSONRoute
@@ -97,7 +97,8 @@ except ImportError as exc:  # pragma: no cover - the serve extra is installed in
 
 Releaser = Callable[[str], Any]
 #: the range of a time a request gives, Unix seconds: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z
-TIME_MIN, TIME_MAX = -62_135_596_800.0, 253_402_300_799.0
+#: (memlab.inputs' range, which every way a record enters checks)
+TIME_MIN, TIME_MAX = MIN_TIME, MAX_TIME
 
 
 class WriteRequest(BaseModel):
@@ -126,9 +127,12 @@ def check_times(writes: list[dict[str, Any]]) -> None:
             t = datetime.fromisoformat(value)
         except ValueError:
             continue
-        if t.utcoffset() is not None and not TIME_MIN <= t.timestamp() <= TIME_MAX:
-            raise InvalidInput(f"writes[{i}].entry.ttl.expires_at", "must lie in "
-                               "[0001-01-01T00:00:00Z, 9999-12-31T23:59:59Z] in UTC", value)
+        if t.utcoffset() is not None:
+            field = f"writes[{i}].entry.ttl.expires_at"
+            try:
+                check_time(t, field)
+            except InvalidInput as exc:        # the rule, with the value as the client sent it
+                raise InvalidInput(field, exc.rule, value) from None
 
 
 def _record(r) -> dict[str, Any]:
