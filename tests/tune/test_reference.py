@@ -1,6 +1,6 @@
 """The sweep runs the formula in the code (issue 18, item 6): the fast paths' record of the
 reference functions they mirror (memlab.tune.reference), the fallback to the reference path when
-one changed.
+one changed, and the fused kernel's parameters passed by name.
 
 Data: the bilingual parity set of tests/tune/test_parity.py (hashing embedder). The edit of the
 reference runs in a copy of the memlab package, in a subprocess (its code is the edited one).
@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -28,9 +29,11 @@ from memlab.embed import HashingEmbedder
 from memlab.recall import score as score_module
 from memlab.tune import evaluate, kernels, reference, reference_hashes
 from memlab.tune.evaluate import per_query_reference, per_query_scores
+from memlab.tune.prepared import prepared
+from memlab.tune.sample import random_configs
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_parity import _base, _dataset  # noqa: E402
+from test_parity import SEED, _base, _dataset  # noqa: E402
 
 EDITED = "memlab.recall.score:reverie_scored"
 
@@ -185,3 +188,62 @@ def test_an_edited_reference_in_a_copy_makes_the_sweep_fall_back(rep, tmp_path):
     if kernels.AVAILABLE:                         # the fused kernel: the formula it was written for
         assert out["unchecked"] == original
 
+
+# -- the fused kernel's parameters, by name ------------------------------------------------------
+def test_the_kernel_parameters_are_packed_by_name(rep):
+    """pack() puts each config value of kernels.FLOATS at the index of its name (two
+    configurations whose values are all distinct, in two orders, so a slip of one place shows;
+    two drawn), and the int parameters at theirs."""
+    rep, base = rep
+    prep = prepared(rep)
+    n = len(kernels.FLOATS)
+    distinct = [base.replace(**{k: 0.9 * ((i + shift) % n + 1) / (n + 1)
+                                for i, k in enumerate(kernels.FLOATS)}) for shift in (0, 7)]
+    for j, cfg in enumerate(distinct + random_configs(base, 2, seed=SEED, keys=kernels.FLOATS)):
+        flat = cfg.to_flat()
+        values = [float(flat[k]) for k in kernels.FLOATS]
+        assert j >= 2 or len(set(values)) == n
+        fp, ip = kernels.pack(prep, cfg)
+        assert fp.tolist() == values
+        for key in kernels.FLOATS:
+            assert fp[getattr(kernels, "_F_" + key.split(".")[1].upper())] == flat[key]
+    for floor, mode in (({"recall.floor_mode": "absolute", "recall.relevance_floor": 0.0}, 0),
+                        ({"recall.floor_mode": "absolute", "recall.relevance_floor": 0.3}, 1),
+                        ({"recall.floor_mode": "zscore", "recall.relevance_z": 1.5}, 2)):
+        for flags in ({"governance.enabled": True, "entity.enabled": False,
+                       "temporal.enabled": True, "fusion.temporal_mode": "recency"},
+                      {"governance.enabled": False, "entity.enabled": True,
+                       "temporal.enabled": False, "fusion.temporal_mode": "intent"}):
+            cfg = base.replace(**floor, **flags)
+            _, ip = kernels.pack(prep, cfg)
+            want = {"floor_mode": mode, "recency_mode": flags["fusion.temporal_mode"] == "recency",
+                    "governance": flags["governance.enabled"],
+                    "entity": flags["entity.enabled"], "temporal": flags["temporal.enabled"],
+                    "z_at": np.searchsorted(prep.z_sorted, cfg.recall.relevance_z, side="left")}
+            assert ip.tolist() == [int(want[k]) for k in kernels.INTS]
+            for name, v in want.items():
+                assert ip[getattr(kernels, "_I_" + name.upper())] == v
+
+
+def test_the_kernel_reads_its_parameters_only_by_name():
+    """In kernels.py, ``fp`` and ``ip`` are indexed only through the constants ``_F_<FIELD>`` and
+    ``_I_<NAME>``, each the index of its name in FLOATS / INTS (no position written out); the
+    memory-level arrays go to the kernel's parameters of their names (MEMORY_KEYS)."""
+    tree = ast.parse(Path(kernels.__file__).read_text(encoding="utf-8"))
+    read = {"fp": set(), "ip": set()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                and node.value.id in read:
+            assert isinstance(node.slice, ast.Name), ast.unparse(node)
+            read[node.value.id].add(node.slice.id)
+    floats = {"_F_" + k.split(".")[1].upper(): i for i, k in enumerate(kernels.FLOATS)}
+    ints = {"_I_" + k.upper(): i for i, k in enumerate(kernels.INTS)}
+    assert read["fp"] <= set(floats) and read["ip"] <= set(ints)
+    assert read["fp"] == set(floats)                  # every float packed is read
+    defined = {n: v for n, v in vars(kernels).items() if n.startswith(("_F_", "_I_"))}
+    assert defined == {**floats, **ints}
+    params = list(inspect.signature(inspect.unwrap(
+        getattr(kernels._reverie_select, "py_func", kernels._reverie_select))).parameters)
+    m = [p for p in params if p.startswith("m_")]
+    assert len(m) == len(kernels.MEMORY_KEYS)
+    assert all(key.startswith(p[2:]) for p, key in zip(m, kernels.MEMORY_KEYS)), (m,)
