@@ -64,6 +64,19 @@ def test_the_recorded_hashes_are_the_code():
         f"(tests/tune/test_parity.py), then: {reference.RECORD_COMMAND}")
 
 
+def test_record_writes_the_module_the_check_reads(tmp_path, capsys):
+    """``--record`` writes a module whose RECORDED is the code's hashes now; without it the
+    command lists each function as the same and exits 0."""
+    path = tmp_path / "hashes.py"
+    assert reference.record(path) == reference.current()
+    namespace: dict = {}
+    exec(path.read_text(encoding="utf-8"), namespace)
+    assert namespace["RECORDED"] == reference.current()
+    assert reference.main([]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == len(reference.current()) and all(r.startswith("same") for r in listed)
+
+
 def test_the_hash_is_of_the_code_not_its_comments_docstrings_or_layout():
     src = inspect.getsource(score_module.reverie_scored)
     h = reference.source_hash(src)
