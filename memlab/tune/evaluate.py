@@ -14,7 +14,9 @@ Where most rows pass reverie's relevance floor, only the rows a bound lets reach
 top are scored exactly (:mod:`memlab.tune.prune`).
 :func:`per_query_reference` is the old path (rank with string ids, then evaluate); the fast one
 equals it exactly (tests/tune/test_parity.py) and falls back to it for data it does not
-reproduce (:attr:`Prepared.why <memlab.tune.prepared.Prepared>`).
+reproduce (:attr:`Prepared.why <memlab.tune.prepared.Prepared>`) and for a scorer whose reference
+functions changed since the fast path was checked against them (:mod:`memlab.tune.reference`:
+one warning per process).
 """
 
 from __future__ import annotations

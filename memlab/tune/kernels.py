@@ -70,7 +70,8 @@ import numpy as np
 
 from memlab.recall.score import INTENT_FIRST, INTENT_HISTORICAL, INTENT_RECENT
 
-__all__ = ["AVAILABLE", "WHY", "select_runs", "reverie_select", "warm", "stats"]
+__all__ = ["AVAILABLE", "WHY", "select_runs", "reverie_select", "pack", "FLOATS", "INTS", "warm",
+           "stats"]
 
 log = logging.getLogger(__name__)
 
@@ -407,6 +408,48 @@ LEAF_BITS = 24
 LEAF_MASK = (1 << LEAF_BITS) - 1
 #: Values per memory state in the fused kernel's table (see _reverie_select).
 _MS = 11
+#: The fused kernel's float parameters (config keys), packed by :func:`pack` in this order. The
+#: kernel reads each by name: through the constant ``_F_`` + the field's name (upper case),
+#: defined below from this list (never a position written out; tests/tune/test_reference.py
+#: checks the packing, the constants and that the kernel reads ``fp`` and ``ip`` only through
+#: them).
+FLOATS = ("recall.relevance_floor", "recall.lexical_floor", "fusion.relevance_baseline",
+          "forgetting.eligibility_threshold", "forgetting.eligibility_relevance",
+          "fusion.relevance", "fusion.lexical", "fusion.importance", "fusion.frequency",
+          "fusion.temporal", "fusion.emotion", "fusion.resident_boost_cap",
+          "fusion.cue_reactivation_factor", "fusion.cue_reactivation_cap", "entity.boost_each",
+          "entity.boost_cap", "temporal.recent_window_days", "temporal.intent_boost",
+          "temporal.first_boost")
+#: Its int parameters, read through ``_I_`` + the name (upper case): the floor's mode (0: every
+#: row passes, 1: absolute, 2: z-score), recency mode (``fusion.temporal_mode == "recency"``),
+#: governance, entity and temporal terms on, and the z-score rank from which a row passes the
+#: floor (``z >= recall.relevance_z`` exactly where its rank is at least this).
+INTS = ("floor_mode", "recency_mode", "governance", "entity", "temporal", "z_at")
+_F_RELEVANCE_FLOOR = FLOATS.index("recall.relevance_floor")
+_F_LEXICAL_FLOOR = FLOATS.index("recall.lexical_floor")
+_F_RELEVANCE_BASELINE = FLOATS.index("fusion.relevance_baseline")
+_F_ELIGIBILITY_THRESHOLD = FLOATS.index("forgetting.eligibility_threshold")
+_F_ELIGIBILITY_RELEVANCE = FLOATS.index("forgetting.eligibility_relevance")
+_F_RELEVANCE = FLOATS.index("fusion.relevance")
+_F_LEXICAL = FLOATS.index("fusion.lexical")
+_F_IMPORTANCE = FLOATS.index("fusion.importance")
+_F_FREQUENCY = FLOATS.index("fusion.frequency")
+_F_TEMPORAL = FLOATS.index("fusion.temporal")
+_F_EMOTION = FLOATS.index("fusion.emotion")
+_F_RESIDENT_BOOST_CAP = FLOATS.index("fusion.resident_boost_cap")
+_F_CUE_REACTIVATION_FACTOR = FLOATS.index("fusion.cue_reactivation_factor")
+_F_CUE_REACTIVATION_CAP = FLOATS.index("fusion.cue_reactivation_cap")
+_F_BOOST_EACH = FLOATS.index("entity.boost_each")
+_F_BOOST_CAP = FLOATS.index("entity.boost_cap")
+_F_RECENT_WINDOW_DAYS = FLOATS.index("temporal.recent_window_days")
+_F_INTENT_BOOST = FLOATS.index("temporal.intent_boost")
+_F_FIRST_BOOST = FLOATS.index("temporal.first_boost")
+_I_FLOOR_MODE = INTS.index("floor_mode")
+_I_RECENCY_MODE = INTS.index("recency_mode")
+_I_GOVERNANCE = INTS.index("governance")
+_I_ENTITY = INTS.index("entity")
+_I_TEMPORAL = INTS.index("temporal")
+_I_Z_AT = INTS.index("z_at")
 
 
 def _minimum(a, b):
@@ -545,12 +588,16 @@ def _score_rows(n, q_intent, cos, zrank, lexical, entity, present, permanent, g0
     them, term by term in ``score._sum``'s order (IEEE float64). Selects only, no branch on the
     values, every array read at ``j``: the compiler vectorises it. (whether a score of a kept or
     'first' row is not finite, 'first' rows, kept permanent rows)."""
-    relevance_floor, lexical_floor, base = fp[0], fp[2], fp[3]
-    z_at = ip[5]        # z >= recall.relevance_z exactly where z's rank is at least this
-    elig_rel, w_rel, w_lex = fp[5], fp[6], fp[7]
-    cue_factor, cue_cap, ent_each, ent_cap = fp[13], fp[14], fp[15], fp[16]
-    floor_mode, recency_mode, governance, entity_on, temporal_on = ip[0], ip[1], ip[2], ip[3], \
-        ip[4]
+    relevance_floor, lexical_floor = fp[_F_RELEVANCE_FLOOR], fp[_F_LEXICAL_FLOOR]
+    base = fp[_F_RELEVANCE_BASELINE]
+    z_at = ip[_I_Z_AT]        # z >= recall.relevance_z exactly where z's rank is at least this
+    elig_rel = fp[_F_ELIGIBILITY_RELEVANCE]
+    w_rel, w_lex = fp[_F_RELEVANCE], fp[_F_LEXICAL]
+    cue_factor, cue_cap = fp[_F_CUE_REACTIVATION_FACTOR], fp[_F_CUE_REACTIVATION_CAP]
+    ent_each, ent_cap = fp[_F_BOOST_EACH], fp[_F_BOOST_CAP]
+    floor_mode, recency_mode, governance = ip[_I_FLOOR_MODE], ip[_I_RECENCY_MODE], \
+        ip[_I_GOVERNANCE]
+    entity_on, temporal_on = ip[_I_ENTITY], ip[_I_TEMPORAL]
     first_r = (q_intent & INTENT_FIRST) != 0
     recent = (q_intent & INTENT_RECENT) != 0
     historical = (q_intent & INTENT_HISTORICAL) != 0
@@ -606,10 +653,14 @@ def _reverie_select(lq, q_cell, q_col, q_width, q_intent, pos, tie, by_time, cos
                     c_nt, m_imp, m_age, m_perm, m_reinf, m_freq, m_cog, m_rec, m_emo, m_ret, fp,
                     ip, inter, limit, budget, dedup, cap, out):
     # the floor's, relevance's and the per-row terms' parameters are read by _score_rows
-    base, elig_thr, w_imp, w_freq, w_temp, w_emo, resident_cap = (fp[3], fp[4], fp[8], fp[9],
-                                                                  fp[10], fp[11], fp[12])
-    window, intent_boost, first_boost = fp[17], fp[18], fp[19]
-    recency_mode, governance, temporal_on = ip[1], ip[2], ip[4]
+    base, elig_thr = fp[_F_RELEVANCE_BASELINE], fp[_F_ELIGIBILITY_THRESHOLD]
+    w_imp, w_freq, w_temp, w_emo = (fp[_F_IMPORTANCE], fp[_F_FREQUENCY], fp[_F_TEMPORAL],
+                                    fp[_F_EMOTION])
+    resident_cap = fp[_F_RESIDENT_BOOST_CAP]
+    window, intent_boost = fp[_F_RECENT_WINDOW_DAYS], fp[_F_INTENT_BOOST]
+    first_boost = fp[_F_FIRST_BOOST]
+    recency_mode, governance, temporal_on = ip[_I_RECENCY_MODE], ip[_I_GOVERNANCE], \
+        ip[_I_TEMPORAL]
     # per memory state, once: the gate and the state's factors of each term (the products the
     # per-row formula takes, the same IEEE operations on the same operands), side by side
     n_s = m_ret.size
@@ -724,14 +775,6 @@ def select_runs(prep, pos: np.ndarray, sc: np.ndarray, limit: int, budget: int, 
     return None if status else unresolved
 
 
-#: The float parameters of :func:`reverie_select`, in the kernel's order.
-_FLOATS = ("recall.relevance_floor", "recall.relevance_z", "recall.lexical_floor",
-           "fusion.relevance_baseline", "forgetting.eligibility_threshold",
-           "forgetting.eligibility_relevance", "fusion.relevance", "fusion.lexical",
-           "fusion.importance", "fusion.frequency", "fusion.temporal", "fusion.emotion",
-           "fusion.resident_boost_cap", "fusion.cue_reactivation_factor",
-           "fusion.cue_reactivation_cap", "entity.boost_each", "entity.boost_cap",
-           "temporal.recent_window_days", "temporal.intent_boost", "temporal.first_boost")
 #: The memory-level arrays of reverie_memory the kernel reads, in its order.
 MEMORY_KEYS = ("importance", "age", "permanent", "reinforcement", "frequency", "cognitive",
                "recency", "emotion", "retention")
@@ -740,6 +783,20 @@ MEMORY_KEYS = ("importance", "age", "permanent", "reinforcement", "frequency", "
 def _get(cfg, key: str):
     section, name = key.split(".")
     return getattr(getattr(cfg, section), name)
+
+
+def pack(prep, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """(fp, ip): the fused kernel's parameters of ``cfg`` in the orders of :data:`FLOATS` and
+    :data:`INTS` (``prep``: the z-scores the floor's rank is found among)."""
+    rc = cfg.recall
+    ints = {"floor_mode": (0 if rc.floor_mode == "absolute" and rc.relevance_floor == 0
+                           else 1 if rc.floor_mode == "absolute" else 2),
+            "recency_mode": cfg.fusion.temporal_mode == "recency",
+            "governance": cfg.governance.enabled, "entity": cfg.entity.enabled,
+            "temporal": cfg.temporal.enabled,
+            "z_at": np.searchsorted(prep.z_sorted, rc.relevance_z, side="left")}
+    return (np.array([float(_get(cfg, k)) for k in FLOATS], dtype=np.float64),
+            np.array([ints[k] for k in INTS], dtype=np.int64))
 
 
 def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
@@ -752,13 +809,8 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
     if not _load():
         return 1
     rc = cfg.recall
-    floor_mode = (0 if rc.floor_mode == "absolute" and rc.relevance_floor == 0
-                  else 1 if rc.floor_mode == "absolute" else 2)
-    fp = np.array([float(_get(cfg, k)) for k in _FLOATS], dtype=np.float64)
-    ip = np.array([floor_mode, cfg.fusion.temporal_mode == "recency", cfg.governance.enabled,
-                   cfg.entity.enabled, cfg.temporal.enabled,
-                   np.searchsorted(prep.z_sorted, rc.relevance_z, side="left")],
-                  dtype=np.int64)
+    fp, ip = pack(prep, cfg)
+    floor_mode = int(ip[_I_FLOOR_MODE])
     k = prep.kernel_layout
     if not k["intent_per_question"] or k["q_width"].max(initial=0) > LEAF_MASK:
         return 1
@@ -767,7 +819,7 @@ def reverie_select(prep, cfg, memory, limit: int, out: np.ndarray) -> int:
     rel = prep.relevant_rows(floor) if floor_mode else None
     if rel is not None:              # the floor's rows, compacted: no floor pass
         k = rel
-        ip[0] = 0
+        ip[_I_FLOOR_MODE] = 0
     return _reverie_select(
         k["q"], k["q_cell"], k["q_col"], k["q_width"], k["q_intent"], k["pos"], k["rank"],
         k["by_time"], k["cosine"], k["zrank"], k["lexical"], k["entity_matches"], k["intent"],
@@ -806,7 +858,7 @@ def warm(inter_dtype: np.dtype | type = np.uint8) -> float:
         one = np.zeros(1, dtype=np.int64)
         _reverie_select(one, one, one, np.full(1, 2), i8[:1], i64, i32, i32, f32, i32, f32,
                         i16, i8, i32, f32, i32, b, f64, i64, i64, i64, f64, f64, b, f64, f64,
-                        f64, f64, f64, f64, np.zeros(len(_FLOATS)), np.zeros(6, np.int64),
+                        f64, f64, f64, f64, np.zeros(len(FLOATS)), np.zeros(len(INTS), np.int64),
                         inter, 1, 1, 0.5, 1, out)
     took = time.perf_counter() - t0
     stats["warmed"].append(key)

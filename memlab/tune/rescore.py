@@ -31,6 +31,10 @@ out of that prefix with fewer than ``k`` picks while one of its memories could s
 budget walks on over its kept rows that fit (scored exactly then), or is selected again from all
 its kept rows where the walk cannot resume.
 
+Every path here mirrors reference functions (:data:`memlab.tune.reference.MIRRORS`): where one of
+them changed since the paths were checked against it, :func:`supported` says no and the caller
+takes the reference path.
+
 Results are positions of the replay's table, one row per question (``-1`` pads).
 """
 
@@ -44,7 +48,7 @@ from memlab.recall.features import LAYER_CODES
 from memlab.recall.score import (INTENT_FIRST, SCORERS, Scored, reverie_gate,
                                  reverie_memory, reverie_scored, score)
 from memlab.recall.select import select
-from memlab.tune import kernels
+from memlab.tune import kernels, reference
 from memlab.tune.prepared import Prepared, RowSubset
 from memlab.tune.prune import candidates
 
@@ -71,10 +75,13 @@ _PERMANENT = LAYER_CODES["permanent"]
 
 
 def supported(prep: Prepared, cfg: MemlabConfig) -> bool:
-    """Whether :func:`selections` reproduces the reference for ``cfg`` on ``prep``."""
+    """Whether :func:`selections` reproduces the reference for ``cfg`` on ``prep``: the data and
+    config are of a kind it serves, and the reference functions its paths mirror are those they
+    were written against (:func:`memlab.tune.reference.stale`; else one warning per process)."""
     rc = cfg.recall
     return (prep.usable and cfg.fusion.scorer in SCORERS and rc.floor_mode in _FLOOR_MODES
-            and not (rc.floor_mode == "zscore" and prep.z_unknown))
+            and not (rc.floor_mode == "zscore" and prep.z_unknown)
+            and not reference.stale(cfg.fusion.scorer))
 
 
 def _relevant(prep: Prepared, cfg: MemlabConfig) -> np.ndarray | None:

@@ -27,6 +27,7 @@ from memlab.bench.environment import environment
 from memlab.bench.run import resolve_preset
 from memlab.config import MemlabConfig, describe, load_config
 from memlab.errors import DatasetError, InvalidInput, MemlabError
+from memlab.tune import reference
 from memlab.tune.objective import Evaluator, Objective
 from memlab.tune.report import SweepResult, best_trial, summarise_folds
 from memlab.tune.space import Space, resolve_space
@@ -140,6 +141,7 @@ def _worker(spec: SweepSpec, name: str, questions: list[str] | None, worker: int
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     stop = threading.Event()
     watch_parent(stop)
+    reference.silence()         # the parent compared the fast paths' references and warned
     ds = spec.load()
     base = spec.base_config()
     evaluator = Evaluator(ds, Objective.parse(spec.objective), embedder=_embedder(base),
@@ -168,6 +170,7 @@ def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, tr
     if n_jobs <= 1:
         run_trials(loop, budget, on_done=bar.tick if bar else None)
     else:
+        reference.changed()     # warns here, once, if the fast paths' references changed
         procs = [ctx.Process(target=_worker, args=(spec, name, questions, w, budget.value),
                              name=f"memlab-sweep-{w}") for w in range(1, n_jobs + 1)]
         for p in procs:

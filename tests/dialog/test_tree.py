@@ -55,6 +55,36 @@ def test_a_topic_shift_below_tau_attach_starts_a_new_root():
     assert tree.tree_distance(0, 2) is None and tree.tree_distance(1, 0) == 1
 
 
+def test_a_best_score_exactly_at_tau_attach_attaches():
+    """§5.4.1: only a best score *below* tau_attach starts a new root. At the spec's defaults
+    delta = tau_attach = 0.35: a turn orthogonal to every node (cosine 0) asked so long after them
+    that recency is exactly 0 (exp(-1e6/600) underflows to 0.0) scores exactly 0.35 on the
+    predecessor, and attaches to it; a query there has it as its anchor. One float above,
+    the same turn starts a new root and the query has no anchor."""
+    emb = FakeEmbedder({"q": E[0], "a": E[1], "elsewhere": E[2], "asked elsewhere": E[3]})
+    later = 1e6
+    assert math.exp(-later / 600.0) == 0.0
+
+    def tree_with(cfg):
+        tree = DialogTree(cfg=cfg, embedder=emb)
+        tree.add_question("q", timestamp=0.0)
+        tree.add_response("a", timestamp=0.0)
+        return tree
+
+    cfg = MemlabConfig()
+    tau = cfg.dialog_tree.tau_attach
+    tree = tree_with(cfg)
+    # Q0: 0.3*0 + 0.3*0 + 0 = 0; A1 (predecessor): 0.3*0 + 0.3*0 + 0.35*1 = 0.35, bit for bit
+    assert tree.attach_scores("elsewhere", timestamp=later)["score"].tolist() == [0.0, tau]
+    assert tree.query("asked elsewhere", k=2, now=later).attrs["anchor"] == 1
+    node = tree.add_question("elsewhere", timestamp=later)
+    assert node.parent == 1 and tree.roots == [0]
+    above = tree_with(cfg.replace(**{"dialog_tree.tau_attach": math.nextafter(tau, 1.0)}))
+    assert above.query("asked elsewhere", k=2, now=later).attrs["anchor"] is None
+    node = above.add_question("elsewhere", timestamp=later)
+    assert node.parent is None and above.roots == [0, 2]
+
+
 def _climbing_tree(cfg=None) -> DialogTree:
     """Q0 (e0, t 0) <- A1 (e1, t 5) <- Q2 (e2, t 10) <- A3 (-e2, t 15); then Q4 (e2, t 615)."""
     emb = FakeEmbedder({"q0": E[0], "a1": E[1], "q2": E[2], "a3": -E[2], "q4": E[2]})

@@ -28,7 +28,8 @@ from memlab.clock import FixedClock
 from memlab.config import MemlabConfig
 from memlab.embed import HashingEmbedder
 from memlab.recall.score import score
-from memlab.tune import kernels, rescore
+from memlab.recall.select import select
+from memlab.tune import kernels, reference, rescore
 from memlab.tune.evaluate import (item_sessions, per_query, per_query_reference,
                                    per_query_scores, rankings)
 from memlab.tune import prepared as prepared_module
@@ -132,6 +133,14 @@ def _feature_cfg(cfg: MemlabConfig, base: MemlabConfig) -> MemlabConfig:
     """``base`` with ``cfg``'s candidate-stage keys: what a sweep replays ``cfg``'s group with."""
     flat = cfg.to_flat()
     return base.replace(**{k: flat[k] for k in CANDIDATE_KEYS})
+
+
+@pytest.fixture(autouse=True)
+def fast_paths_serve(monkeypatch):
+    """The fast paths serve whatever memlab.tune.reference's record says: these tests are the
+    re-check of the fast paths against the reference code, before its hashes are recorded again
+    (tests/tune/test_reference.py fails until then)."""
+    monkeypatch.setattr(reference, "stats", {**reference.stats, "checked": True, "changed": ()})
 
 
 @pytest.fixture(params=["numpy", "numba", "fused"])
@@ -534,3 +543,142 @@ def test_fused_kernel_on_blocks_of_questions(tmp_path, monkeypatch):
         nonempty += int((want >= 0).sum())
     assert served and all(served)
     assert nonempty > N_CONFIGS * len(ds.questions) // 2
+
+
+# -- boundary fixtures: a threshold's exact value on every path (issue 18, item 6) ---------------
+#: The paths a sweep's selection takes: rescore's numpy path, the numba selection kernel after
+#: numpy scoring (each without and after pruning, memlab.tune.prune), reverie's fused kernel (its
+#: own floor pass, then the floor's rows compacted).
+PATHS = ("numpy", "numpy, pruned", "numba", "numba, pruned", "fused")
+N_BOUNDARY = 12
+
+
+def _on_every_path(rep, cfg, monkeypatch) -> dict[str, list[str]]:
+    """Asserts that every path of :data:`PATHS` (the numba ones where numba imports) ranks as the
+    reference (bench.run.rank: score, then select) for ``cfg``, each path the one that served;
+    returns the reference's rankings."""
+    want = rank(rep, cfg)
+    prep = prepared(rep)
+    fused, pruned = rescore._fused, rescore._pruned
+    for mode in PATHS:
+        if not (mode.startswith("numpy") or kernels.AVAILABLE):
+            continue
+        served = []
+        monkeypatch.setattr(rescore, "KERNELS", not mode.startswith("numpy"))
+        monkeypatch.setattr(rescore, "PRUNE_SHARE", -1.0 if "pruned" in mode else 2.0)
+        monkeypatch.setattr(rescore, "_fused", (lambda *a: served.append(fused(*a)) or served[-1])
+                            if mode == "fused" else (lambda *a: False))
+        monkeypatch.setattr(rescore, "_pruned", lambda *a: served.append(pruned(*a)) or served[-1])
+        prep.__dict__.pop("_relevant_rows", None)
+        prep.__dict__.pop("_floors_seen", None)
+        for _ in range(2 if mode == "fused" else 1):      # fused: again, from compacted rows
+            assert rankings(rep, cfg) == want, (mode, cfg.to_flat())
+        assert served == [True] * (2 if mode == "fused" else "pruned" in mode), mode
+    return want
+
+
+def _reference_picks(prep, cfg) -> list[np.ndarray]:
+    """Table positions select() picks per question, after the reference scorer."""
+    return select(prep.table, score(prep.table, cfg), terms=prep.terms,
+                  k=ranked_per_question(cfg), cfg=cfg)
+
+
+@pytest.mark.parametrize("mode", ["absolute", "zscore"])
+def test_a_score_exactly_at_the_relevance_floor(world, monkeypatch, mode):
+    """The relevance floor set to exactly the cosine (absolute) or floor z-score (zscore) of a
+    row the reference picks under a loose floor: every path ranks as the reference (the row
+    passes: >=); one float above, the rankings differ (the row at the floor decides)."""
+    rep = _replay(world, world["base"])
+    prep = prepared(rep)
+    key, loose = (("recall.relevance_floor", -1.0) if mode == "absolute"
+                  else ("recall.relevance_z", -10.0))
+    signal = prep.cosine if mode == "absolute" else prep.z
+    rng = random.Random(SEED)
+    decided = 0
+    for cfg in _configs(world["base"], candidate_share=0.0)[:N_BOUNDARY]:
+        cfg = cfg.replace(**{"recall.floor_mode": mode, "recall.lexical_floor": 1.0, key: loose})
+        rows = [p for p in np.concatenate(_reference_picks(prep, cfg)).tolist()
+                if np.isfinite(signal[p]) and signal[p] != 0]     # a floor of 0: no floor
+        at = float(signal[rng.choice(rows)])
+        want = _on_every_path(rep, cfg.replace(**{key: at}), monkeypatch)
+        decided += want != rank(rep, cfg.replace(**{key: float(np.nextafter(at, np.inf))}))
+    assert decided > N_BOUNDARY // 2
+
+
+def test_a_jaccard_exactly_at_the_dedup_threshold(world, monkeypatch):
+    """The dedup threshold set to exactly the Jaccard of two memories the reference picks for one
+    question (with no dedup, then a budget that does not bind): every path ranks as the
+    reference (the later one is a duplicate: >=); one float above, the rankings differ."""
+    rep = _replay(world, world["base"])
+    prep = prepared(rep)
+    rows = prep.table["row"]
+    rng = random.Random(SEED)
+    tried = decided = 0
+    for cfg in _configs(world["base"], candidate_share=0.0):
+        cfg = cfg.replace(**{"selection.dedup_jaccard": 1.0, "selection.char_budget": 10_000})
+        pairs = []
+        for picks in _reference_picks(prep, cfg):
+            terms = [prep.terms[int(rows[p])] for p in picks]
+            pairs += [len(a & b) / len(a | b) for i, a in enumerate(terms)
+                      for b in terms[i + 1:] if 0 < len(a & b) < len(a | b)]
+        if not pairs:                       # the floor or the gate left no two picks
+            continue
+        at = rng.choice(pairs)
+        want = _on_every_path(rep, cfg.replace(**{"selection.dedup_jaccard": at}), monkeypatch)
+        above = float(np.nextafter(at, 2.0))
+        decided += want != rank(rep, cfg.replace(**{"selection.dedup_jaccard": above}))
+        tried += 1
+        if tried == N_BOUNDARY:
+            break
+    assert tried == N_BOUNDARY and decided > N_BOUNDARY // 2
+
+
+def test_a_row_exactly_at_the_char_budget(world, monkeypatch):
+    """The char budget set to exactly the characters of the first m picks of a question (a
+    budget that does not bind before): its m-th pick fits exactly (used + length == budget) on
+    every path as in the reference; one character less, the rankings differ."""
+    rep = _replay(world, world["base"])
+    prep = prepared(rep)
+    rng = random.Random(SEED)
+    tried = decided = 0
+    for cfg in _configs(world["base"], candidate_share=0.0):
+        cfg = cfg.replace(**{"selection.char_budget": 10_000})
+        picked = [p for p in _reference_picks(prep, cfg) if p.size]
+        if not picked:                      # the floor or the gate left nothing
+            continue
+        picks = rng.choice(picked)
+        budget = int(prep.text_len[picks[:rng.randint(1, picks.size)]].sum())
+        want = _on_every_path(rep, cfg.replace(**{"selection.char_budget": budget}), monkeypatch)
+        decided += want != rank(rep, cfg.replace(**{"selection.char_budget": budget - 1}))
+        tried += 1
+        if tried == N_BOUNDARY:
+            break
+    assert tried == N_BOUNDARY and decided > N_BOUNDARY // 2
+
+
+def test_permanent_cap_ties(tmp_path, monkeypatch):
+    """Scores that tie (all 0, or importance alone; importances of two values) and a permanent
+    cap of 1-3: the permanent rows kept are the first in selection's order, ties broken by
+    importance, then table position. Every path ranks as the reference, and ties at the cap
+    are decided both ways (by importance, by position), the cap binding."""
+    ds, base = _dataset(importances=(0.5, 1.0)), _base(tmp_path)
+    rep = _replay({"ds": ds, "base": base, "replays": {}}, base)
+    prep = prepared(rep)
+    permanent = prep.table["layer"] == 0
+    decided = {"importance": 0, "position": 0, "cap binds": 0}
+    for i, cfg in enumerate(_configs(base, candidate_share=0.0)[:N_BOUNDARY]):
+        cap = 1 + i % 3
+        cfg = cfg.replace(**_TIES[i % 2], **{"recall.permanent_limit": cap,
+                                              "selection.char_budget": 10_000})
+        want = _on_every_path(rep, cfg, monkeypatch)
+        s = score(prep.table, cfg)
+        kept = np.flatnonzero(s.eligible & s.relevant & permanent)
+        for q in np.unique(prep.qid[kept]):
+            rows = kept[prep.qid[kept] == q]
+            rows = rows[np.lexsort((rows, -prep.importance[rows], -s.score[rows]))]
+            if rows.size > cap and s.score[rows[cap - 1]] == s.score[rows[cap]]:
+                tie = prep.importance[rows[cap - 1]] != prep.importance[rows[cap]]
+                decided["importance" if tie else "position"] += 1
+        more = cfg.replace(**{"recall.permanent_limit": cap + 1})
+        decided["cap binds"] += want != rank(rep, more)
+    assert all(v > 0 for v in decided.values()), decided
