@@ -194,3 +194,22 @@ def llm_stub():
     s = LLMStub()
     yield s
     s.close()
+
+
+@pytest.fixture
+def shared_dir(tmp_path: Path):
+    """A folder the unprivileged child of :func:`privileges.as_unprivileged` can reach and write
+    in (pytest's own tmp folder is private to root when the tests run as root)."""
+    import os
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="memlab-unprivileged-"))
+    folder.chmod(0o777)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)

@@ -141,25 +141,6 @@ def test_a_vector_of_nan_bytes_is_damage_not_a_ranking(tmp_path):
 
 # ----------------------------------------------------------------------------- read-only (defect 6)
 
-@pytest.fixture
-def shared_dir(tmp_path):
-    """A folder the unprivileged child of ``as_unprivileged`` can reach (pytest's own tmp folder
-    is private to root when the tests run as root)."""
-    import os
-    import shutil
-    import tempfile
-
-    if os.geteuid() != 0:
-        yield tmp_path
-        return
-    folder = Path(tempfile.mkdtemp(prefix="memlab-ro-"))
-    folder.chmod(0o755)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder)
-
-
 def _make_store(folder) -> Path:
     folder.mkdir(exist_ok=True)
     path = folder / "s.sqlite"

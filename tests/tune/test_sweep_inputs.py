@@ -27,7 +27,7 @@ from memlab.tune.study import SETTINGS_ATTR, open_study
 from memlab.tune.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
-NOBODY = 65534
+from privileges import NOBODY  # noqa: E402
 SPACE = ("params:\n"
          "  fusion.relevance: {float: [0.0, 1.0]}\n"
          "  fusion.temporal: {float: [0.0, 1.0]}\n")

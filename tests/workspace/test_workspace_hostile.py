@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from privileges import as_unprivileged
 from typer.testing import CliRunner
 
 import memlab
@@ -355,50 +356,10 @@ def test_export_where_a_folder_cannot_be_made_is_a_named_error(cli, tmp_path):
     assert "Traceback" not in res.output
 
 
-def _export_unprivileged(src: Path, ws: Path) -> tuple[str, str]:
-    """``memlab workspace export`` in a forked child that file permissions bind (as root, for
-    whom chmod changes nothing, it drops to uid 65534 first): (exit code, stderr)."""
-    import multiprocessing as mp
-
-    def child(queue) -> None:
-        if os.geteuid() == 0:
-            try:
-                os.setgid(65534)
-                os.setuid(65534)
-            except PermissionError as exc:   # root without CAP_SETUID (some containers)
-                queue.put(("skip", str(exc)))
-                return
-        res = CliRunner().invoke(app, ["workspace", "export", str(src), str(ws)])
-        queue.put((str(res.exit_code), res.stderr + ("Traceback" if res.exc_info and
-                                                       res.exit_code not in (0, 1, 2) else "")))
-
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=child, args=(queue,))
-    proc.start()
-    out = queue.get(timeout=120)
-    proc.join(timeout=60)
-    if out[0] == "skip":
-        pytest.skip(f"cannot drop root privileges: {out[1]}")
-    return out
-
-
-@pytest.fixture
-def shared_dir(tmp_path):
-    """A folder the unprivileged child can reach and write in (pytest's own tmp folder is
-    private to root when the tests run as root)."""
-    import shutil
-    import tempfile
-
-    if os.geteuid() != 0:
-        yield tmp_path
-        return
-    folder = Path(tempfile.mkdtemp(prefix="memlab-ws-ro-"))
-    folder.chmod(0o777)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder)
+def _export(src: Path, ws: Path) -> tuple[str, str]:
+    res = CliRunner().invoke(app, ["workspace", "export", str(src), str(ws)])
+    return str(res.exit_code), res.stderr + ("Traceback" if res.exc_info and
+                                            res.exit_code not in (0, 1, 2) else "")
 
 
 def test_export_into_a_read_only_folder_is_a_named_error(shared_dir):
@@ -408,7 +369,8 @@ def test_export_into_a_read_only_folder_is_a_named_error(shared_dir):
     ws = shared_dir / "ws"
     ws.mkdir()
     ws.chmod(0o555)                       # read-only for everyone (root aside)
-    code, err = _export_unprivileged(src, ws)
+    kind, (code, err) = as_unprivileged(_export, src, ws)
+    assert kind == "ok"
     assert code == "2" and err.startswith("error: ") and "Traceback" not in err
     assert "user/preference.md: cannot be written (Permission denied" in err
     assert list(ws.iterdir()) == []
