@@ -6,6 +6,8 @@ child can reach."""
 from __future__ import annotations
 
 NOBODY = 65534
+#: codecs memlab reads or writes text with, loaded before the child drops its privileges
+CODECS = ("utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32-le", "ascii", "latin-1")
 
 
 def as_unprivileged(fn, *args) -> tuple[str, object]:
@@ -17,6 +19,12 @@ def as_unprivileged(fn, *args) -> tuple[str, object]:
 
     def child(queue) -> None:
         if os.geteuid() == 0:
+            # nobody cannot read this Python's standard library (under /root here): load the
+            # codecs memlab uses now, or the first use after setuid fails ("unknown encoding")
+            import codecs
+
+            for name in CODECS:
+                codecs.lookup(name)
             try:
                 os.setgid(NOBODY)
                 os.setuid(NOBODY)
