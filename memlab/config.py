@@ -1123,6 +1123,10 @@ def read_lexicon(path: Path) -> tuple[str, ...]:
 #: words, none between CJK characters, line breaks kept as "\n"): write patterns in lower case.
 SAFETY_PATTERNS_EN: tuple[str, ...] = read_lexicon(SAFETY_DATA / "hijack_en.txt")
 SAFETY_PATTERNS_ZH: tuple[str, ...] = read_lexicon(SAFETY_DATA / "hijack_zh.txt")
+SAFETY_PATTERNS_PINYIN: tuple[str, ...] = read_lexicon(SAFETY_DATA / "hijack_pinyin.txt")
+#: "frame: regex" and "addressee: regex" entries (memlab.safety.rules: reported speech).
+REPORTED_SPEECH_EN: tuple[str, ...] = read_lexicon(SAFETY_DATA / "reported_speech_en.txt")
+REPORTED_SPEECH_ZH: tuple[str, ...] = read_lexicon(SAFETY_DATA / "reported_speech_zh.txt")
 _PATTERN_ENTRY = re.compile(r"([a-z][a-z0-9_]*): (.+)", re.DOTALL)
 
 
@@ -1158,10 +1162,55 @@ class SafetyConfig(_Section):
         "text (simplified characters, no space between CJK characters, full-width punctuation "
         "folded: '：' is ':'). memlab's choice, same rules as hijack_patterns_en.",
         stage="ingest", spec="reverie §10, §12")
-    checked_fields: tuple[str, ...] = _f(
-        ("text", "speaker", "source_quote", "tags"), "String fields of a write that the hijack "
-        "patterns check (text is the one injected; the others are shown with it). memlab's "
+    hijack_patterns_pinyin: tuple[str, ...] = _f(
+        SAFETY_PATTERNS_PINYIN, "Pinyin hijack patterns, 'rule: regex', matched on the text's "
+        "Latin letters alone (no spaces, tone marks, tone numbers or signs: 'hu lue zhi qian' "
+        "reads 'huluezhiqian'); the zh rules written in pinyin (memlab/data/safety/"
+        "hijack_pinyin.txt). Empty: no pinyin reading. memlab's choice.", stage="ingest",
+        spec="reverie §10, §12")
+    match_leetspeak: bool = _f(
+        True, "Also match the text with its leet words read back ('1gn0re all prev1ous "
+        "1nstruct10ns' -> 'ignore all previous instructions'; memlab/data/safety/"
+        "leetspeak.json). memlab's choice.", stage="ingest")
+    leetspeak_max_readings: int = _f(
+        16, "At most this many readings of one leet word are tried against the patterns' words "
+        "when a character stands for several letters ('1': i or l; 'a11' -> 'all'); past it the "
+        "first letter of each. memlab's choice: four ambiguous characters a word.", ge=1,
+        le=4096, stage="ingest")
+    decode_base64: bool = _f(
+        True, "Also screen what the base64-looking spans of a text decode to (at least "
+        "base64_min_chars of the alphabet, upper and lower case, decoding to UTF-8 text without "
+        "control characters; memlab.safety.decode). memlab's choice.", stage="ingest")
+    base64_min_chars: int = _f(
+        16, "Shortest span read as base64 (12 bytes of text: 'you are DAN.'). memlab's choice.",
+        ge=8, le=1_000_000, stage="ingest")
+    base64_max_depth: int = _f(
+        2, "Levels of base64 decoded: 1 decodes the spans of the text, 2 also those of what they "
+        "decode to (base64 of base64). Each level is at most 3/4 of the one above, so the "
+        "screen's cost stays bounded. memlab's choice.", ge=1, le=8, stage="ingest")
+    reported_speech_en: tuple[str, ...] = _f(
+        REPORTED_SPEECH_EN, "English reported speech, 'frame: regex' and 'addressee: regex' "
+        "entries on the normalised text: a match of a reported_speech_rules rule is not a "
+        "hijack when a frame ends right before it in its sentence ('her boss told her to') and "
+        "no addressee entry ('you', 'your') follows the frame in that sentence "
+        "(memlab/data/safety/reported_speech_en.txt). memlab's choice.", stage="ingest")
+    reported_speech_zh: tuple[str, ...] = _f(
+        REPORTED_SPEECH_ZH, "Chinese reported speech, as reported_speech_en ('老板让他', "
+        "'她被要求'; addressee 你/您; memlab/data/safety/reported_speech_zh.txt). memlab's "
         "choice.", stage="ingest")
+    reported_speech_rules: tuple[str, ...] = _f(
+        ("ignore_instructions",), "Rules whose matches reported speech can exempt ('told him "
+        "to ignore previous instructions'; a name no pattern has exempts nothing). Empty: none. "
+        "memlab's choice: the instructions rule "
+        "alone (identity, role and prompt rules address the assistant whoever reports them).",
+        stage="ingest")
+    reported_speech_chars: int = _f(
+        200, "Characters of a sentence before a match in which a reported-speech frame is looked "
+        "for. memlab's choice.", ge=1, le=100_000, stage="ingest")
+    checked_fields: tuple[str, ...] = _f(
+        ("text", "speaker", "source_quote", "tags", "meta"), "Fields of a write that the hijack "
+        "patterns check (text is the one injected; the others are shown with it; every string "
+        "of meta, keys and values at any depth). memlab's choice.", stage="ingest")
     match_despaced: bool = _f(
         True, "When a text spells words out letter by letter ('i g n o r e a l l ...': three or "
         "more single characters between single spaces), also match it with every space removed "
@@ -1185,17 +1234,35 @@ class SafetyConfig(_Section):
         "sees web content. memlab's choice: a few, after the local memories.",
         stage="runtime", spec="reverie §12", ge=0, le=1000)
 
-    @field_validator("hijack_patterns_en", "hijack_patterns_zh", mode="after")
+    @field_validator("hijack_patterns_en", "hijack_patterns_zh", "hijack_patterns_pinyin",
+                     mode="after")
     @classmethod
     def _valid_patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         parse_patterns(v)
+        return v
+
+    @field_validator("reported_speech_rules", mode="after")
+    @classmethod
+    def _rule_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [r for r in v if not isinstance(r, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", r)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a rule name (lower case letters, digits, _)")
+        return v
+
+    @field_validator("reported_speech_en", "reported_speech_zh", mode="after")
+    @classmethod
+    def _valid_speech(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, (name, _) in enumerate(parse_patterns(v)):
+            if name not in ("frame", "addressee"):
+                raise ValueError(f"entry {i}: the name must be 'frame' or 'addressee' (got "
+                                 f"{name!r})")
         return v
 
     @field_validator("checked_fields", mode="after")
     @classmethod
     def _string_fields(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         allowed = ("text", "speaker", "source_quote", "tags", "source_uri", "session_id",
-                   "fact_key")
+                   "fact_key", "meta")
         bad = [f for f in v if f not in allowed]
         if bad:
             raise ValueError(f"unknown field {bad[0]!r}; one of {allowed}")

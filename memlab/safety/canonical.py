@@ -20,20 +20,24 @@ Steps, in order (each a memlab choice, documented here and tested in ``tests/saf
    full-width and other compatibility forms become their plain letters (``ｉ`` -> ``i``,
    ``𝐢`` -> ``i``, ``：`` -> ``:``, ``＜`` -> ``<``), accents go (``ìgnöre`` -> ``ignore``);
 3. look-alikes are folded by an explicit table (:data:`HOMOGLYPHS`, the data file
-   ``memlab/data/safety/homoglyphs.json``): Cyrillic, Greek and Armenian
-   letters that look like Latin ones, Latin small capitals and IPA letters (derived from their
-   Unicode names), look-alike colons, vertical bars and single angle brackets. No well-kept
+   ``memlab/data/safety/homoglyphs.json``): Cyrillic, Greek and Armenian letters that look like
+   Latin ones, Latin small capitals and IPA letters (derived from their Unicode names), look-alike
+   colons, vertical bars and single angle brackets, curly and angle double quotes. No well-kept
    confusables library is a dependency of memlab (``confusable_homoglyphs`` is not installed), so
    the table is small and written out; it covers the letters of the configured patterns. It is
    applied before step 2 as well (NFKD would turn the Greek ``ϲ`` into ``σ``). A homoglyph that
-   is not in the table (or leetspeak such as ``1gn0re``) is not folded;
+   is not in the table is not folded (leetspeak such as ``1gn0re`` is read back by
+   :mod:`memlab.safety.views`, another reading of the text);
 4. the traditional Chinese characters of the default patterns are folded to simplified ones
    (:data:`TRADITIONAL`, a small table, ``memlab/data/safety/traditional.json``: ``無視之前的
    指令`` -> ``无视之前的指令``);
 5. case folding (``str.casefold``);
 6. whitespace: every line break becomes ``\\n`` (a role marker such as ``system:`` is matched at
-   the start of a line); a run of three or more single characters separated by single spaces is
-   joined (``i g n o r e  a l l`` -> ``ignore all``: two spaces still part words); other runs of
+   the start of a line); a run of three or more single letters or digits joined by one repeated
+   sign (``.``, ``-``, ``_``, ``*``, ``/``, ``~``, ``+``) is joined (``i.g.n.o.r.e`` -> ``ignore``,
+   ``I-G-N-O-R-E`` -> ``ignore``); a run of three or more single characters separated by single
+   spaces is joined (``i g n o r e  a l l`` -> ``ignore all``: two spaces still part words); other
+   runs of
    whitespace become one space, spaces around a line break are dropped, and a space between two
    CJK characters is removed (``忽 略`` -> ``忽略``).
 
@@ -52,7 +56,7 @@ import unicodedata
 
 from memlab.config import SAFETY_DATA
 
-__all__ = ["normalize", "normalize_spelled", "despace", "HOMOGLYPHS", "TRADITIONAL"]
+__all__ = ["normalize", "normalize_spelled", "despace", "invisible", "HOMOGLYPHS", "TRADITIONAL"]
 
 def _table(name: str) -> dict[str, str]:
     """The ``fold`` mapping of a packaged table (``memlab/data/safety/NAME``)."""
@@ -71,6 +75,8 @@ _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) (?=[{_CJK}])")
 _SPACES = re.compile(r"[^\S\n]+")
 _SPACED_LETTERS = re.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)")
+# three or more single letters or digits joined by one repeated sign: i.g.n.o.r.e, I-G-N-O-R-E
+_SIGNED_LETTERS = re.compile(r"(?<![^\W_])([^\W_])([._*/~+-])[^\W_](?:\2[^\W_])+(?![^\W_])")
 _AROUND_NL = re.compile(r" ?\n[\n ]*")
 _MARKS = frozenset(("Mn", "Me"))
 
@@ -105,6 +111,12 @@ def _tables() -> tuple[dict[int, str | None], dict[int, str]]:
     return drop, fold
 
 
+def invisible() -> dict[int, str | None]:
+    """Step 1 as a ``str.translate`` table: the invisible characters removed (tag characters
+    to the ASCII they shadow)."""
+    return _tables()[0]
+
+
 def normalize(text: str) -> str:
     """The canonical spelling of ``text`` that the safety rules match (steps in the module
     docstring)."""
@@ -122,9 +134,10 @@ def normalize_spelled(text: str) -> tuple[str, bool]:
         t = unicodedata.normalize("NFC", t).translate(fold).translate(drop)
     t = t.casefold()
     t = "\n".join(t.splitlines())
+    t, signed = _SIGNED_LETTERS.subn(lambda m: m.group(0).replace(m.group(2), ""), t)
     t, spelled = _SPACED_LETTERS.subn(lambda m: m.group(0).replace(" ", ""), t)
     t = _AROUND_NL.sub("\n", _SPACES.sub(" ", t)).strip()
-    return _CJK_SPACE.sub("", t), spelled > 0
+    return _CJK_SPACE.sub("", t), spelled + signed > 0
 
 
 def despace(normalized: str) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from memlab.config import SAFETY_DATA, SafetyConfig, parse_patterns, read_lexicon
 from memlab.safety.canonical import HOMOGLYPHS, TRADITIONAL
+from memlab.safety.views import LEET
 
 
 def test_a_lexicon_file_joins_continuations_and_skips_comments(tmp_path):
@@ -27,15 +28,20 @@ def test_a_continuation_before_any_entry_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("name, field", [("hijack_en.txt", "hijack_patterns_en"),
-                                         ("hijack_zh.txt", "hijack_patterns_zh")])
+                                         ("hijack_zh.txt", "hijack_patterns_zh"),
+                                         ("hijack_pinyin.txt", "hijack_patterns_pinyin"),
+                                         ("reported_speech_en.txt", "reported_speech_en"),
+                                         ("reported_speech_zh.txt", "reported_speech_zh")])
 def test_the_packaged_pattern_files_are_the_defaults(name, field):
     entries = read_lexicon(SAFETY_DATA / name)
     assert getattr(SafetyConfig(), field) == entries
-    assert len(parse_patterns(entries)) == len(entries) >= 20
+    assert len(parse_patterns(entries)) == len(entries) >= 4
     assert all(" \n" not in e and not e.endswith(" ") for e in entries)
 
 
 def test_the_packaged_tables_are_the_folding_tables():
-    for name, table in (("homoglyphs.json", HOMOGLYPHS), ("traditional.json", TRADITIONAL)):
+    for name, key, table in (("homoglyphs.json", "fold", HOMOGLYPHS),
+                             ("traditional.json", "fold", TRADITIONAL),
+                             ("leetspeak.json", "read", LEET)):
         data = json.loads((SAFETY_DATA / name).read_text("utf-8"))
-        assert data["fold"] == table and data["_about"]
+        assert data[key] == table and data["_about"]
