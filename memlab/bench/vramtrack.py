@@ -86,8 +86,10 @@ def run_key(result: SimResult, *, compared: bool = False) -> str:
 def _logged_run(uri: str, experiment: str, key: str) -> str | None:
     """The id of a finished run of ``experiment`` tagged ``memlab.run_key`` = ``key`` (a hex
     digest: nothing to quote)."""
-    client = _client(uri, telemetry=False)       # imports mlflow, which sets its log levels
+    import mlflow  # noqa: F401  (its import sets its loggers to INFO: before _quiet, not inside)
+
     with _quiet(True):
+        client = _client(uri, telemetry=False)   # a new SQLite database is created here
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
             return None

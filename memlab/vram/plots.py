@@ -216,7 +216,8 @@ def vram_timeline(trace: Any, capacity_mb: float | None = None, *, fig: "Figure 
             used.add("queued")
         if lane.loading:
             top.broken_barh(lane.loading, (y - 0.35, 0.7), facecolors=STATES["loading"])
-            used.add("loading")
+            if any(d > (end - start) * 1e-3 for _, d in lane.loading):   # one that shows
+                used.add("loading")
         if lane.resident:
             top.broken_barh(lane.resident, (y - 0.35, 0.7), facecolors=STATES["resident"],
                             alpha=0.8)

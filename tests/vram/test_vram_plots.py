@@ -124,7 +124,11 @@ def test_timeline_figure_axes_series_and_labels():
 def test_an_eviction_and_a_load_at_one_moment_draw_no_dip():
     """At t=4 the scripted workload evicts the indexer (1000 MB) and loads asr (1000 MB): the
     memory panel goes from 2500 to 2500, not through 1500."""
-    _, mem = _axes(vram_timeline(_scripted()))
+    lanes, mem = _axes(vram_timeline(_scripted()))
+    legend = [t.get_text() for t in lanes.get_legend().get_texts()]
+    assert legend == ["resident", "queued (a request waits)", "evicted to make room",
+                      "preempted (checkpointed)", "reclaimed idle", "resumed", "resident MB",
+                      "capacity"]                   # no load_s: no loading in the legend
     step = next(ln for ln in mem.get_lines() if ln.get_label() == "resident MB")
     pts = list(zip(step.get_xdata(), step.get_ydata()))
     assert (4.0, 1500.0) not in pts and (4.0, 2500.0) in pts
