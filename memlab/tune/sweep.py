@@ -37,7 +37,7 @@ from memlab.tune.study import (Budget, TrialLoop, check_settings, enqueue_defaul
                                resolve_sampler, run_trials, sampler_seed)
 from memlab.tune.workers import watch_parent
 
-__all__ = ["sweep", "SweepSpec"]
+__all__ = ["sweep", "SweepSpec", "sweep_header"]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,17 @@ def _result_digest(cfg: MemlabConfig) -> str:
     keep = {r["key"]: flat[r["key"]] for r in describe() if r["stage"] != "runtime"}
     blob = json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def sweep_header(home, overrides: Mapping[str, Any], *, tracking_uri: str | None,
+                 out_dir: str | Path) -> str:
+    """The memlab home line a sweep prints first (:meth:`memlab.home.Home.header`): its caches
+    (the ``bench.cache_dir`` of the overrides, else the default), its results and MLflow."""
+    from memlab.home import under_home
+
+    cache = overrides.get("bench.cache_dir") or MemlabConfig().bench.cache_dir
+    return home.header(cache_dir=under_home(cache, home), tracking_uri=tracking_uri,
+                       results=Path(out_dir))
 
 
 def _embedder(cfg: MemlabConfig):
