@@ -116,6 +116,11 @@ class CrossFit:
     importance: pd.DataFrame | None           # index raw signal, columns fold
     counts: dict[str, Any] = field(default_factory=dict)
 
+    def to_frame(self) -> pd.DataFrame:
+        """The held-out per-query metrics of every method stacked: one row per (method,
+        question), each question held out once."""
+        return pd.concat(self.per_query, names=["method", "question"])
+
     def summary(self) -> pd.DataFrame:
         """Held-out mean and sd over folds per method, and the pooled mean over all held-out
         questions (each question held out once)."""

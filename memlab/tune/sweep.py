@@ -249,7 +249,7 @@ def _significance(result: SweepResult, evaluator: Evaluator, default_frame, n: i
     by_number = {t.number: t for t in result.study.trials}
     for number in top["number"].astype(int):
         cfg = result.base.replace(**result.space.apply(by_number[number].params))
-        frames[f"#{number}"] = evaluator.frame(cfg)
+        frames[f"#{number}"] = evaluator.per_query(cfg)
     cols = list(result.objective.columns)
     sig = compare_with_config(frames, result.base, metrics=cols)
     return {label: {c: float(sig.loc[(label, c), "p"]) for c in cols}
@@ -326,7 +326,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
         emb = embedder if embedder is not None else _embedder(base)
     evaluator = Evaluator(ds, obj, embedder=emb, level=level, macro=macro_categories,
                           progress=progress)
-    default_frame = evaluator.frame(base)   # writes the feature cache the workers read
+    default_frame = evaluator.per_query(base)   # writes the feature cache the workers read
     obj.check(default_frame)
     evaluator.progress = False   # trials replay quietly under the sweep's own bar
     result_folds = None
@@ -339,7 +339,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
                             list(f.train), progress)
             t = best_trial(st)
             cfg = base.replace(**sp.apply(t.params))
-            frame = evaluator.frame(cfg)
+            frame = evaluator.per_query(cfg)
             per_fold.append({"fold": f.index, "train": len(f.train), "test": len(f.test),
                              "tuned": evaluator.reduce(frame, f.train),
                              "held_out": evaluator.reduce(frame, f.test),

@@ -142,7 +142,7 @@ def test_folds_tune_on_some_conversations_and_score_the_others(run, tiny_bench_f
     ev = Evaluator(ds, Objective.parse("ndcg@10"), embedder=make_embedder(base))
     held = []
     for x in f["per_fold"]:
-        frame = ev.frame(base.replace(**x["params"]))
+        frame = ev.per_query(base.replace(**x["params"]))
         # the held-out value is the best config's mean over the questions it was not tuned on
         convs = set(frame["conversation_id"])
         assert x["train"] + x["test"] == 4 and len(convs) == 2
@@ -213,14 +213,14 @@ def test_one_replay_per_features_key(tiny_bench, hashing_cfg, counting_embedder)
     ev = Evaluator(tiny_bench, Objective.parse("ndcg@10"), embedder=counting_embedder,
                    max_replays=2)
     a, b, c = (hashing_cfg.replace(**{"recall.lexical_pool_min": n}) for n in (60, 120, 240))
-    ev.frame(a)
-    ev.frame(a.replace(**{"fusion.relevance": 0.1}))     # score stage: the same replay
+    ev.per_query(a)
+    ev.per_query(a.replace(**{"fusion.relevance": 0.1}))     # score stage: the same replay
     assert ev.replayed == 1 and len(ev.replays) == 1
-    ev.frame(b)
-    ev.frame(c)                                            # a third key drops the oldest (a)
+    ev.per_query(b)
+    ev.per_query(c)                                            # a third key drops the oldest (a)
     assert ev.replayed == 3 and len(ev.replays) == 2
     embedded = len(counting_embedder.queries)
-    ev.frame(a)                                            # back from the feature cache
+    ev.per_query(a)                                            # back from the feature cache
     assert ev.replayed == 4 and len(counting_embedder.queries) == embedded
 
 
