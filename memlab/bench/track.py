@@ -139,10 +139,12 @@ def track_outcome(out: BenchOutcome, *, run_dir: Path, tracking_uri: str | None,
 
 def tracked_line(ids: dict[str, dict[str, Any]], *, experiment: str) -> str:
     """What a bench says after logging: the runs logged, and those a rerun found already there."""
-    uri = next(iter(ids.values()))["tracking_uri"]
+    first = next(iter(ids.values()))
+    uri = first["tracking_uri"]
     new = [n for n, v in ids.items() if v["logged"]]
     old = [n for n, v in ids.items() if not v["logged"]]
-    text = f"MLflow: {len(new)} run(s) logged in experiment {experiment!r} ({uri})"
+    under = f" under compare run {first['parent']}" if "parent" in first else ""
+    text = f"MLflow: {len(new)} run(s) logged{under} in experiment {experiment!r} ({uri})"
     if old:
         text += (f"; {len(old)} already there with the same config, data and code, not logged "
                  f"again ({', '.join(old)}: run {ids[old[0]]['run_id']}"
