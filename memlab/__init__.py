@@ -1,40 +1,61 @@
-"""memlab: a research toolkit for the long-term memory of conversational AI agents."""
+"""memlab: a research toolkit for the long-term memory of conversational AI agents.
+
+The notebook-facing API (each imported on first use, so ``import memlab`` stays fast):
+
+- ``memlab.open_store(path, *, config=..., clock=..., ...)``: a memory store
+  (:func:`memlab.api.open_store`);
+- ``memlab.bench(dataset, *, presets=..., track=..., ...)``: ``memlab bench`` in Python
+  (:func:`memlab.workbench.bench`; ``memlab.bench`` is also the benchmark package);
+- ``memlab.sweep(dataset, *, space=..., trials=..., track=..., ...)``: ``memlab sweep`` in Python
+  (:func:`memlab.workbench.sweep`);
+- ``memlab.plots``: every figure, one namespace (:mod:`memlab.plots`);
+- ``memlab.MemlabConfig``, ``memlab.load_config``, the clocks and memlab's errors.
+
+Every result with rows has ``.to_frame()``. Where caches, results and ``mlflow.db`` live: the
+memlab home (:mod:`memlab.home`, ``memlab where``).
+"""
 
 from __future__ import annotations
 
+import importlib
+
 from memlab.version import __version__
+from memlab.notebook import show_figures_inline
 
-from memlab.clock import FixedClock, ReplayClock, SystemClock  # noqa: E402
-from memlab.config import MemlabConfig, load_config  # noqa: E402
-from memlab.errors import (ConfigError, CorruptStore, DatasetError, EmbeddingUnavailable,  # noqa: E402
-                           InvalidCell, InvalidInput, MemlabError, StoreError)
-
-
-def open_store(*args, **kwargs):
-    """Open (or create) a memory store; see :func:`memlab.api.open_store`."""
-    from memlab.api import open_store as _open
-
-    return _open(*args, **kwargs)
-
-
-def sweep(**kwargs):
-    """Tune a preset's weights on a labelled dataset; see :func:`memlab.tune.sweep.sweep`.
-    Returns a result whose ``.trials`` is the trial table (a DataFrame) and ``.study`` the
-    Optuna study."""
-    from memlab.tune.sweep import sweep as _sweep
-
-    return _sweep(**kwargs)
+#: name -> (module, attribute; None: the module itself), imported on first use
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "open_store": ("memlab.api", "open_store"),
+    "bench": ("memlab.bench", None),          # a package you can call: memlab.bench(...)
+    "sweep": ("memlab.workbench", "sweep"),
+    "plots": ("memlab.plots", None),
+    "ChatSession": ("memlab.chat", "ChatSession"),
+    "MemlabConfig": ("memlab.config", "MemlabConfig"),
+    "load_config": ("memlab.config", "load_config"),
+    "FixedClock": ("memlab.clock", "FixedClock"),
+    "ReplayClock": ("memlab.clock", "ReplayClock"),
+    "SystemClock": ("memlab.clock", "SystemClock"),
+    **{name: ("memlab.errors", name) for name in (
+        "MemlabError", "ConfigError", "InvalidInput", "InvalidCell", "StoreError",
+        "CorruptStore", "EmbeddingUnavailable", "DatasetError")},
+}
 
 
 def __getattr__(name: str):
-    if name == "ChatSession":   # imported on first use: it pulls in the store and recall
-        from memlab.chat import ChatSession
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'memlab' has no attribute {name!r}")
+    module = importlib.import_module(where[0])
+    value = module if where[1] is None else getattr(module, where[1])
+    globals()[name] = value
+    return value
 
-        return ChatSession
-    raise AttributeError(f"module 'memlab' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["open_store", "sweep", "ChatSession", "MemlabConfig", "load_config", "FixedClock", "ReplayClock",
-           "SystemClock",
-           "MemlabError", "ConfigError", "InvalidInput", "InvalidCell", "StoreError",
-           "CorruptStore", "EmbeddingUnavailable", "DatasetError", "__version__"]
+__all__ = [*_LAZY, "__version__"]
+
+# In a Jupyter kernel, a matplotlib Figure that memlab returns is shown as a PNG (no %matplotlib
+# needed); anywhere else this does nothing (memlab.notebook).
+show_figures_inline()

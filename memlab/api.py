@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from memlab.clock import Clock, FixedClock, SystemClock, to_unix
 from memlab.config import MemlabConfig
 from memlab.embed import Embedder, make_embedder
 from memlab.errors import EmbeddingUnavailable, UnsafeWrite
+from memlab.frames import Records, frame_items, is_frame
 from memlab.inputs import check_id, check_ids, check_tenant, check_text
 from memlab.lifecycle.ttl import TTLContext, expire_due
 from memlab.llm import LLM, as_llm
@@ -36,7 +38,7 @@ from memlab.safety import guard_user_message
 from memlab.status import HITS, RECALLS, RETURNED, StoreStatus, store_status
 from memlab.store import Store, browse
 from memlab.store.snapshot import read_snapshot
-from memlab.store.audit import record_refusal
+from memlab.store.audit import COLUMNS as AUDIT_COLUMNS, record_refusal
 from memlab.store.web import WebContent
 from memlab.types import MemoryRecord
 from memlab.write.card import CardSync, sync_card
@@ -126,9 +128,10 @@ class MemoryStore:
         clock, turn = fields.pop("clock", None), fields.pop("turn", None)
         return self.add_many([{"text": text, **fields}], clock=clock, turn=turn)[0]
 
-    def add_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
-                 vectors: np.ndarray | None = None, replacing: Sequence[str] = (),
-                 turn: int | None = None, supersede: bool = False) -> list[MemoryRecord]:
+    def add_many(self, items: Iterable[Mapping[str, Any]] | pd.DataFrame, *,
+                 clock: Clock | None = None, vectors: np.ndarray | None = None,
+                 replacing: Sequence[str] = (), turn: int | None = None,
+                 supersede: bool = False) -> Records:
         """Add memories in one all-or-nothing transaction, through the write pipeline
         (:mod:`memlab.write.pipeline`).
 
@@ -149,13 +152,19 @@ class MemoryStore:
         UnsafeWrite (:mod:`memlab.safety`) and is audited; nothing of the batch is written.
         ``supersede``: an item's ``supersedes`` must name a live memory of its owner, marked
         deprecated in the same transaction (Familiars' writer, :mod:`memlab.write.familiars`).
+
+        ``items`` may be a DataFrame: one item per row, its columns the fields; a missing value
+        (NaN, None, NaT) is a field not given (:func:`memlab.frames.frame_items`). Returns the
+        stored records (a list with ``.to_frame()``).
         """
+        if is_frame(items):
+            items = frame_items(items)
         now = to_unix((clock or self.clock).now())
         with self._refusals_audited(now):
             stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing,
                                         turn=turn, supersede=supersede)
         self._emb.written()
-        return stored
+        return Records.of(stored, MemoryRecord)
 
     def store_long_term(self, text: str, importance: float | None = None,
                         emotions: Mapping[str, float] | None = None, **fields: Any) -> str:
@@ -238,8 +247,11 @@ class MemoryStore:
         An item with an explicit ``layer`` (a character card's permanent memory) is written as
         given; one with an ``importance`` is not re-scored. ``vectors``: as in :meth:`add_many`;
         ``message_vectors``: the messages embedded as queries (the association lookup), when the
-        caller has them (benchmarks embed them once through their cache).
+        caller has them (benchmarks embed them once through their cache). ``items`` may be a
+        DataFrame, as in :meth:`add_many`.
         """
+        if is_frame(items):
+            items = frame_items(items)
         now = to_unix((clock or self.clock).now())
         with self._refusals_audited(now):
             results = remember_items(
@@ -310,14 +322,14 @@ class MemoryStore:
     def list_memories(self, *, limit: int, offset: int = 0, q: str | None = None,
                       scope: str | None = None, category: str | None = None,
                       agent_id: str | None = None, user_id: str | None = None
-                      ) -> tuple[int, list[MemoryRecord]]:
+                      ) -> tuple[int, Records]:
         """One page of the agent's and user's memories, newest first: (matches in all, the
         page). ``q``: the text contains it; ``scope``/``category``: Familiars cell filters."""
         a, u = self._tenant(agent_id, user_id)
         with read_snapshot(self._store.conn):
             n, rows = browse.list_rowids(self._store.conn, agent_id=a, user_id=u, scope=scope,
                                          category=category, q=q, limit=limit, offset=offset)
-            return n, self._store.repo.get_rows(rows)
+            return n, Records.of(self._store.repo.get_rows(rows), MemoryRecord)
 
     def release_memory(self) -> dict[str, int]:
         """Drop the in-process read indexes (they reload from SQLite at the next recall);
@@ -325,11 +337,11 @@ class MemoryStore:
         return self._store.release()
 
     def get_web(self, ids: Sequence[str], *, agent_id: str | None = None,
-                user_id: str | None = None) -> list[MemoryRecord]:
+                user_id: str | None = None) -> Records:
         """Untrusted web content by id (stored apart: :meth:`get` never returns it)."""
         agent_id, user_id = self._tenant(agent_id, user_id)
-        return WebContent(self._store.conn).get(check_ids(ids), agent_id=agent_id,
-                                                user_id=user_id)
+        return Records.of(WebContent(self._store.conn).get(check_ids(ids), agent_id=agent_id,
+                                                           user_id=user_id), MemoryRecord)
 
     def guarded_recall(self, user_message: str, **kwargs: Any) -> RecallResult:
         """:meth:`recall` behind the injection guard (§10 ``guard.memory_safe``): a user message
@@ -352,12 +364,13 @@ class MemoryStore:
         return live.skipped(query, verdict.rule, self.config)
 
     def audit_log(self, *, agent_id: str | None = None, user_id: str | None = None
-                  ) -> list[dict[str, Any]]:
+                  ) -> Records:
         """The ``memory_audit`` rows of the agent and user (None: the default), oldest first:
         id, at, agent_id, user_id, action, rule, field, pattern, excerpt
         (:mod:`memlab.store.audit`)."""
         agent_id, user_id = self._tenant(agent_id, user_id)
-        return self._store.audit.rows(agent_id=agent_id, user_id=user_id)
+        return Records(self._store.audit.rows(agent_id=agent_id, user_id=user_id),
+                       columns=AUDIT_COLUMNS)
 
     def _audit(self, action: str, *, now: float, agent_id: str | None, user_id: str | None,
                **row: str) -> None:
@@ -443,7 +456,7 @@ class MemoryStore:
 
     def compress_history(self, turns: Sequence[Any], *, summarise: Any = None,
                          agent_id: str | None = None, user_id: str | None = None,
-                         session_id: str = "", clock: Clock | None = None) -> list[MemoryRecord]:
+                         session_id: str = "", clock: Clock | None = None) -> Records:
         """Summarise the old chunks of a conversation and store the summaries (reverie §11.5,
         :mod:`memlab.jobs.compress`); returns the new summary memories."""
         from memlab.jobs.compress import summary_items
@@ -457,11 +470,12 @@ class MemoryStore:
                          agent_id: str | None = None, user_id: str | None = None):
         """The best conversation summaries for ``query`` (:func:`memlab.jobs.compress.
         recall_summaries`: importance filter, similarity, recency)."""
-        from memlab.jobs.compress import recall_summaries
+        from memlab.jobs.compress import SummaryHit, recall_summaries
 
         agent_id, user_id = self._tenant(agent_id, user_id)
-        return recall_summaries(self._store, self._embedder, query, k=k, agent_id=agent_id,
-                                user_id=user_id, now=to_unix((clock or self.clock).now()))
+        return Records.of(recall_summaries(self._store, self._embedder, query, k=k,
+                                           agent_id=agent_id, user_id=user_id,
+                                           now=to_unix((clock or self.clock).now())), SummaryHit)
 
     # -- Familiars: markdown workspace and consolidation (memlab/workspace, memlab/lifecycle) ----
     def export_workspace(self, directory: str | Path, **kwargs: Any):
@@ -494,11 +508,11 @@ class MemoryStore:
 
     # -- lifecycle governance (memlab/write/facts.py, pins.py, feedback.py) ---------------------
     def history(self, memory_id: str, *, agent_id: str | None = None,
-                user_id: str | None = None) -> list[MemoryRecord]:
+                user_id: str | None = None) -> Records:
         """Every revision of the fact ``memory_id`` states, oldest first (§6.1 fact_revision)."""
         a, u = self._tenant(agent_id, user_id)
-        return facts.history(self._store.repo, check_id(memory_id, "memory_id"), agent_id=a,
-                             user_id=u)
+        return Records.of(facts.history(self._store.repo, check_id(memory_id, "memory_id"),
+                                        agent_id=a, user_id=u), MemoryRecord)
 
     def expire(self, ids: Sequence[str], *, agent_id: str | None = None,
                user_id: str | None = None) -> int:
@@ -542,9 +556,9 @@ class MemoryStore:
                           user_id=u)
 
     def pinned(self, *, agent_id: str | None = None, user_id: str | None = None
-               ) -> list[MemoryRecord]:
+               ) -> Records:
         a, u = self._tenant(agent_id, user_id)
-        return pins.pinned(self._store.repo, agent_id=a, user_id=u)
+        return Records.of(pins.pinned(self._store.repo, agent_id=a, user_id=u), MemoryRecord)
 
     def feedback(self, result: RecallResult | Sequence[str] = (), *, reply: str | None = None,
                  confirmed: Sequence[str] = (), rejected: Sequence[str] = (),
@@ -565,22 +579,23 @@ class MemoryStore:
 
     def contradictions(self, *, check: bool = False, clock: Clock | None = None,
                        open_only: bool = True, agent_id: str | None = None,
-                       user_id: str | None = None) -> list[facts.Contradiction]:
+                       user_id: str | None = None) -> Records:
         """Recorded contradictions of the agent and user (with ``check``: run the evidence check
         first, recording what it finds)."""
         a, u = self._tenant(agent_id, user_id)
         if check:
             facts.evidence_check(self._store.repo, agent_id=a, user_id=u, cfg=self.config,
                                  at=to_unix((clock or self.clock).now()))
-        return facts.list_contradictions(self._store.repo, agent_id=a, user_id=u,
-                                         open_only=open_only)
+        return Records.of(facts.list_contradictions(self._store.repo, agent_id=a, user_id=u,
+                                                    open_only=open_only), facts.Contradiction)
 
     def get(self, ids: Sequence[str], *, agent_id: str | None = None,
-            user_id: str | None = None) -> list[MemoryRecord]:
+            user_id: str | None = None) -> Records:
         """Memories by id, in order, of the agent and user (None: the default); an unknown id
         or another tenant's raises InvalidInput naming it."""
         agent_id, user_id = self._tenant(agent_id, user_id)
-        return self._store.repo.get(check_ids(ids), agent_id=agent_id, user_id=user_id)
+        return Records.of(self._store.repo.get(check_ids(ids), agent_id=agent_id,
+                                                user_id=user_id), MemoryRecord)
 
 
 def open_store(path: str | Path = ":memory:", *, config: MemlabConfig | None = None,

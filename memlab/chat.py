@@ -17,7 +17,7 @@
    recorded on the turn and counted, the reply still stands;
 6. usage feedback (:meth:`MemoryStore.feedback`) on the memories injected, with the reply.
 
-Each turn returns a :class:`Turn` (``to_dict()``); :meth:`ChatSession.frame` is the transcript.
+Each turn returns a :class:`Turn` (``to_dict()``); :meth:`ChatSession.to_frame` is the transcript.
 """
 
 from __future__ import annotations
@@ -196,8 +196,15 @@ class ChatSession:
                             untrusted_label=c.safety.untrusted_label,
                             past_label=c.facts.past_label)
 
-    def frame(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """The transcript: one row per turn (:meth:`Turn.to_dict`)."""
         rows = [t.to_dict() for t in self.turns]
         return pd.DataFrame(rows) if rows else pd.DataFrame(
             columns=["turn", "user_message", "reply", "source", "memories"])
+
+    def frame(self) -> pd.DataFrame:
+        """Retired: :meth:`to_frame`."""
+        from memlab.frames import renamed
+
+        renamed("ChatSession.frame()", "ChatSession.to_frame()")
+        return self.to_frame()

@@ -1,4 +1,4 @@
-"""``memlab ...``: config, add, recall, store (check, rebuild), card (sync), history, pin, unpin,
+"""``memlab ...``: config, where, add, recall, store (check, rebuild), card (sync), history, pin, unpin,
 contradictions, datasets, bench, sweep, fit, jobs, status, serve."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import typer
 
 from memlab.cliutil import (agent_option, cache_dir_option, config_option, dataset_option, fail,
                             failing, json_flag, json_out_option, load_cli_config, loader_option,
-                            loader_options, path_option, quiet_option, set_option,
-                            store_argument, user_option, when)
+                            loader_options, path_option, quiet_option, run_overrides,
+                            set_option, store_argument, user_option, when)
 from memlab.config import MemlabConfig, describe, load_config, parse_assignments
 from memlab.errors import MemlabError
 
@@ -81,6 +81,35 @@ def config_validate(path: Path) -> None:
     for k, v in changed.items():
         note = f"  (planned, {planned[k]}: no behaviour yet)" if k in planned else ""
         typer.echo(f"  {k} = {json.dumps(v, ensure_ascii=False)}{note}")
+
+
+@app.command("where")
+def where_cmd(
+    config: Optional[Path] = config_option("A YAML config: where its bench.cache_dir is."),
+    set_: Optional[List[str]] = set_option(),
+    as_json: bool = json_flag("Print JSON."),
+) -> None:
+    """Where memlab keeps what benchmarks and sweeps write: the memlab home (MEMLAB_HOME, else
+    the project root found from the working folder: the nearest folder up holding .memlab,
+    pyproject.toml or .git, else the working folder), its caches, results, sweeps and MLflow
+    database, and the command that opens the MLflow UI on it."""
+    from memlab.home import find_home, under_home
+
+    with failing():
+        home = find_home()
+        cfg = load_config(config, overrides=parse_assignments(set_))
+    info = home.to_dict(cache_dir=under_home(cfg.bench.cache_dir, home))
+    info["mlflow_ui"] = f"mlflow ui --backend-store-uri {info['tracking_uri']}"
+    if as_json:
+        typer.echo(json.dumps(info, ensure_ascii=False, indent=1))
+        return
+    rows = [("home", f"{info['home']}   ({home.why()})"),
+            ("caches", f"{info['cache_dir']}   (bench.cache_dir)"),
+            ("results", f"{info['results_dir']}   (memlab bench --out-dir)"),
+            ("sweeps", f"{info['sweeps_dir']}   (memlab sweep --out-dir)"),
+            ("MLflow", info["tracking_uri"]), ("MLflow UI", info["mlflow_ui"])]
+    for name, value in rows:
+        typer.echo(f"{name:<10} {value}")
 
 
 @app.command("add")
@@ -324,9 +353,7 @@ def fit_cmd(
     with failing():
         if model not in ("linear", "hgb"):
             raise MemlabError(f"--model: must be linear or hgb (got {model!r})")
-        overrides = parse_assignments(set_)
-        if cache_dir is not None:
-            overrides["bench.cache_dir"] = str(cache_dir)
+        overrides = run_overrides(set_, cache_dir, False)
         cfg = load_config(resolve_preset(preset)[1], overrides=overrides)
         ds = registry.load(dataset, path=path, **loader_options(option))
         embedder = make_embedder(cfg) if cfg.recall.use_dense else None

@@ -55,10 +55,12 @@ def loader_options(pairs: list[str] | None) -> dict:
 
 def run_overrides(sets: list[str] | None, cache_dir: Path | None, no_vram_gate: bool) -> dict:
     """The config overrides of a run command (bench, sweep): ``--set`` pairs, ``--cache-dir`` as
-    ``bench.cache_dir`` and ``--no-vram-gate`` as ``vram.enabled`` false."""
+    ``bench.cache_dir`` (made absolute against the working folder, as a path typed on the command
+    line means; a relative ``bench.cache_dir`` in a config is under the memlab home) and
+    ``--no-vram-gate`` as ``vram.enabled`` false."""
     overrides = parse_assignments(sets)
     if cache_dir is not None:
-        overrides["bench.cache_dir"] = str(cache_dir)
+        overrides["bench.cache_dir"] = str(Path(cache_dir).expanduser().absolute())
     if no_vram_gate:
         overrides["vram.enabled"] = False
     return overrides

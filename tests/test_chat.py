@@ -186,7 +186,7 @@ def test_a_plain_callable_and_the_transcript_frame_zh_en():
         chat = memlab.ChatSession(st, llm=llm)
         chat.send("When is Bob's birthday?")
         chat.send("我喜欢什么游戏？")
-        df = chat.frame()
+        df = chat.to_frame()
         assert list(df["turn"]) == [0, 1]
         assert list(df["reply"]) == ["Sure.", "好的"]
         assert list(df["source"]) == ["recall", "recall"]

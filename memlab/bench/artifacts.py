@@ -76,6 +76,7 @@ def write_artifacts(out: BenchOutcome, run_dir: Path) -> Artifacts:
     report = json.dumps(out.to_json(), ensure_ascii=False, indent=1)
     arts.attempt(run_dir / "report.json", lambda p: p.write_text(report, encoding="utf-8"))
     ks = out.results[0].config.bench.ks
+    name = out.dataset.card.name
     for r in out.results:
         d = arts.folders[r.name]
         if not arts.attempt(d, lambda p: p.mkdir(exist_ok=True)):
@@ -87,14 +88,15 @@ def write_artifacts(out: BenchOutcome, run_dir: Path) -> Artifacts:
         arts.attempt(d / "per_query.csv", pq.to_csv)
         arts.attempt(d / "aggregate.csv", r.aggregate.to_csv)
         arts.attempt(d / "recall_curve.png",
-                     lambda p: plots.save(plots.recall_curve(one, ks=ks), p))
-        arts.attempt(d / "per_category.png", lambda p: plots.save(plots.per_category_bars(one), p))
+                     lambda p: plots.save(plots.recall_curve(one, ks=ks, dataset=name), p))
+        arts.attempt(d / "per_category.png",
+                     lambda p: plots.save(plots.per_category_bars(one, dataset=name), p))
     if len(out.results) > 1:
         aggs = {r.name: r.aggregate for r in out.results}
         arts.attempt(run_dir / "recall_curve.png",
-                     lambda p: plots.save(plots.recall_curve(aggs, ks=ks), p))
+                     lambda p: plots.save(plots.recall_curve(aggs, ks=ks, dataset=name), p))
         arts.attempt(run_dir / "per_category.png",
-                     lambda p: plots.save(plots.per_category_bars(aggs), p))
+                     lambda p: plots.save(plots.per_category_bars(aggs, dataset=name), p))
     if out.vram is not None:
         arts.attempt(run_dir / "vram", out.vram.write)
     return arts

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
 
 from memlab.bench.artifacts import preset_folders, run_folder, write_artifacts
-from memlab.bench.run import (BenchOutcome, check_metrics, format_table, resolve_preset,
-                              run_bench)
+from memlab.bench.presets import DEFAULT_COMPARE, build_presets, with_modes  # noqa: F401
+from memlab.bench.run import check_metrics, format_table, run_bench
 from memlab.cliutil import (run_overrides, cache_dir_option, config_option, dataset_option, experiment_option,
                             failing, json_out_option, limit_option, loader_option, loader_options,
                             no_track_option, no_vram_gate_option, path_option, quiet_option,
                             set_option, tracking_uri_option)
-from memlab.config import MemlabConfig, load_config
-from memlab.errors import ConfigError, MemlabError
+from memlab.errors import MemlabError
 from memlab.files import write_atomic
-
-DEFAULT_COMPARE = "reverie,cosine,bm25,generative_agents,hybrid_rrf"
+from memlab.home import find_home, under_home
 
 
 def bench(
@@ -42,16 +41,19 @@ def bench(
     json_out: Optional[Path] = json_out_option(
         "Write the report as JSON, right after the table (before the optional artifacts; "
         "rewritten with their outcome)."),
-    out_dir: Path = typer.Option(
-        Path("results"), "--out-dir", help="Per-query results and plots: a folder per run, in it "
-        "one per preset (its name made a safe folder name: tuned/locomo -> tuned-locomo)."),
+    out_dir: Optional[Path] = typer.Option(
+        None, "--out-dir", help="Per-query results and plots: a folder per run, in it "
+        "one per preset (its name made a safe folder name: tuned/locomo -> tuned-locomo). "
+        "Default: results/ under the memlab home (memlab where)."),
     tracking_uri: Optional[str] = tracking_uri_option("MLflow tracking URI (default "
-                                                      "sqlite:///mlflow.db here)."),
+                                                      "sqlite:///<memlab home>/mlflow.db: "
+                                                      "memlab where)."),
     no_track: bool = no_track_option(),
     experiment: str = experiment_option("memlab-bench"),
     quiet: bool = quiet_option(),
     cache_dir: Optional[Path] = cache_dir_option(
-        "Folder of the embedding and feature caches (bench.cache_dir; default .cache/memlab). A "
+        "Folder of the embedding and feature caches (bench.cache_dir; default .cache/memlab "
+        "under the memlab home: memlab where). A "
         "second run with the same dataset, embedder and candidates/ingest config reads its raw "
         "signals from there: no replay."),
     lexical_only: bool = typer.Option(
@@ -75,31 +77,32 @@ def bench(
     MLflow runs. One that cannot be written is named on stderr (file and reason) and listed in
     the JSON's artifact_errors (null while they are being written); the rest are still written
     and the exit code stays 0. A --json file that cannot be written: exit 1, after the artifacts.
+
+    A run already in MLflow (the same config, data and code) is not logged again: the output
+    says so and names it. memlab.bench(...) is this command in Python.
     """
     with failing():
+        home = find_home()
         overrides = run_overrides(set_, cache_dir, no_vram_gate)
-        if compare:
-            presets = []
-            for name in [c.strip() for c in compare.split(",") if c.strip()]:
-                pname, ppath = resolve_preset(name)
-                presets.append((pname, load_config(ppath, overrides=overrides)))
-        elif config is not None:
-            presets = [(config.stem, load_config(config, overrides=overrides))]
-        else:
-            presets = [("reverie", load_config(None, overrides=overrides))]
-        if mode is not None:
-            presets = with_modes(presets, [m.strip() for m in mode.split(",") if m.strip()])
+        presets = build_presets(presets=compare or None, config=config, overrides=overrides,
+                                mode=mode)
         per_category = None
         if metric:
             per_category = check_metrics([m.strip() for ms in metric for m in ms.split(",")
                                           if m.strip()], [cfg for _, cfg in presets])
+        uri = None
         if not no_track:          # a bad URI stops here, not after the run
             from memlab.bench.tracking import resolve_tracking_uri
 
-            resolve_tracking_uri(tracking_uri, workdir=Path.cwd())
+            uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd(), home=home.root)
+        out_dir = out_dir if out_dir is not None else home.results_dir
+        typer.echo(home.header(cache_dir=under_home(presets[0][1].bench.cache_dir, home),
+                               tracking_uri=uri, results=out_dir))
+        started = time.time()
         out = run_bench(dataset=dataset, presets=presets, path=path,
                         dataset_options=loader_options(option), limit=limit,
                         progress=not quiet, lexical_only=lexical_only, lenient=lenient)
+        ended = time.time()
     typer.echo(format_table(out, per_category=per_category))
     run_dir = run_folder(out_dir, out.dataset.card.name)
     report = {**out.to_json(), "artifacts": str(run_dir), "artifact_errors": None,
@@ -111,19 +114,17 @@ def bench(
     if not no_track:
         from mlflow.exceptions import MlflowException
 
-        from memlab.bench.track import track_outcome
-        from memlab.bench.tracking import resolve_tracking_uri
+        from memlab.bench.track import track_outcome, tracked_line
 
-        uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd())
         try:
             run_ids = track_outcome(out, run_dir=run_dir, tracking_uri=uri,
-                                    experiment=experiment)
+                                    experiment=experiment, started=started, ended=ended)
         except (OSError, MemlabError, MlflowException) as exc:
             errors.append({"path": f"MLflow runs ({uri})",
                            "error": f"{type(exc).__name__}: {exc}"})
         else:
             report["mlflow_runs"] = run_ids
-            typer.echo(f"\nMLflow: {len(run_ids)} run(s) in experiment {experiment!r} ({uri})")
+            typer.echo("\n" + tracked_line(run_ids, experiment=experiment))
     for e in errors:
         typer.echo(f"artifact not written: {e['path']}: {e['error']}", err=True)
     report["artifact_errors"] = errors
@@ -143,15 +144,3 @@ def write_report(report: dict[str, Any], path: Path) -> bool:
         typer.echo(f"report not written: {path}: {type(exc).__name__}: {exc}", err=True)
         return False
     return True
-
-
-def with_modes(presets: list[tuple[str, MemlabConfig]], modes: list[str]
-               ) -> list[tuple[str, MemlabConfig]]:
-    """Each preset once per write mode (bench.write_mode): one mode keeps the preset's name; with
-    several, a mode other than raw is named '<preset>+<mode>'."""
-    if not modes or len(set(modes)) != len(modes):
-        raise ConfigError("bench.write_mode", "--mode takes raw, writer or raw,writer",
-                          ",".join(modes))
-    return [(name if len(modes) == 1 or m == "raw" else f"{name}+{m}",
-             cfg.replace(**{"bench.write_mode": m}))
-            for name, cfg in presets for m in modes]

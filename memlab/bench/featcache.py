@@ -46,6 +46,7 @@ from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.replay import Replayed
 from memlab.bench.replaycode import ROOT, replay_files
 from memlab.config import STAGE_COLUMN, MemlabConfig, describe
+from memlab.home import under_home
 from memlab.recall.features import COLUMNS, Features
 from memlab.version import __version__
 
@@ -202,7 +203,7 @@ def cached_replay(ds: Dataset, *, cfg: MemlabConfig, embedder_version: str,
     if not cfg.bench.feature_cache:
         return replay_fn()
     key = cache_key(ds, cfg, embedder_version)
-    folder = entry_dir(cfg.bench.cache_dir, key)
+    folder = entry_dir(under_home(cfg.bench.cache_dir), key)   # relative: under the memlab home
     rebuilt = 0
     if folder.exists():
         t0 = time.perf_counter()

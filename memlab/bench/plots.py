@@ -2,12 +2,15 @@
 
 Figures are built with :class:`matplotlib.figure.Figure` and the Agg canvas directly, never through
 ``pyplot``: nothing opens a window, no global backend is switched, and no figure lingers in
-pyplot's registry. In Jupyter a returned Figure still renders inline.
+pyplot's registry. In Jupyter a returned Figure renders inline once memlab is imported
+(:mod:`memlab.notebook`).
 
-Every function takes either one frame or a ``{label: frame}`` dict (several runs overlaid) and
-returns the Figure. A frame is either the output of :func:`memlab.bench.metrics.aggregate` (its
-overall row is used, or one row per category) or a per-query frame from
-:func:`memlab.bench.metrics.evaluate` (averaged here).
+Every function takes a benchmark's outcome (what :func:`memlab.bench` returns: every preset, the
+dataset named in the title), one frame, or a ``{label: frame}`` dict (several runs overlaid), and
+returns the Figure, its title naming the dataset (``dataset=``, or the outcome's) and the metric.
+A frame is either the output of :func:`memlab.bench.metrics.aggregate` (its overall row is used,
+or one row per category) or a per-query frame from :func:`memlab.bench.metrics.evaluate`
+(averaged here). They are re-exported by :mod:`memlab.plots`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,23 @@ from memlab.errors import InvalidInput
 __all__ = ["per_category_bars", "recall_curve", "save"]
 
 Frames = pd.DataFrame | Mapping[str, pd.DataFrame]
+
+
+def _is_outcome(data: object) -> bool:
+    """A :class:`memlab.bench.run.BenchOutcome` (duck-typed: this module imports no run)."""
+    return hasattr(data, "results") and hasattr(data, "dataset")
+
+
+def _of_outcome(data, dataset: str | None) -> tuple[object, str | None]:
+    """An outcome as ``{preset: aggregate}`` and its dataset's name; anything else as given."""
+    if _is_outcome(data):
+        return ({r.name: r.aggregate for r in data.results},
+                dataset if dataset is not None else data.dataset.card.name)
+    return data, dataset
+
+
+def _title(ax: Axes, what: str, dataset: str | None) -> None:
+    ax.set_title(f"{dataset}: {what}" if dataset else what)
 
 
 def _runs(data: Frames, label: str | None) -> dict[str, pd.DataFrame]:
@@ -58,22 +78,29 @@ def _axes(ax: Axes | None, *, figsize: tuple[float, float]) -> tuple[Figure, Axe
     return fig, fig.add_subplot()
 
 
-def recall_curve(data: Frames, *, ks: Sequence[int], ax: Axes | None = None,
+def recall_curve(data, *, ks: Sequence[int] | None = None, ax: Axes | None = None,
                  label: str | None = None, metric: str = "recall", overall_label: str = "all",
-                 figsize: tuple[float, float] = (5.0, 3.5)) -> Figure:
+                 dataset: str | None = None, figsize: tuple[float, float] = (5.0, 3.5)
+                 ) -> Figure:
     """``<metric>@k`` against ``k``: one line per run.
 
     Args:
-        data: an aggregate or per-query frame, or ``{label: frame}`` for several runs.
-        ks: the cut-offs on the x axis; every ``<metric>@k`` column must exist.
+        data: a benchmark outcome (every preset), an aggregate or per-query frame, or
+            ``{label: frame}`` for several runs.
+        ks: the cut-offs on the x axis; every ``<metric>@k`` column must exist (default: an
+            outcome's ``bench.ks``; required with frames).
         ax: draw into these axes (their figure is returned) instead of a new figure.
         label: the legend label when ``data`` is a single frame (default ``"run"``).
         metric: the family plotted (``"recall"``, ``"ndcg"``, ``"recall_all"``, ...).
         overall_label: the overall row's label in an aggregate frame.
+        dataset: the dataset's name in the title (default: an outcome's).
         figsize: size in inches of a new figure.
     """
-    if len(ks) == 0:
+    if ks is None and _is_outcome(data):
+        ks = data.results[0].config.bench.ks
+    if ks is None or len(ks) == 0:
         raise InvalidInput("ks", "must name at least one cut-off", ks)
+    data, dataset = _of_outcome(data, dataset)
     runs = _runs(data, label)
     columns = [f"{metric}@{k}" for k in ks]
     fig, ax = _axes(ax, figsize=figsize)
@@ -85,6 +112,7 @@ def recall_curve(data: Frames, *, ks: Sequence[int], ax: Axes | None = None,
         ax.plot(list(ks), row[columns].to_numpy(dtype=float), marker="o", label=name)
     ax.set_xlabel("k")
     ax.set_ylabel(f"{metric}@k")
+    _title(ax, f"{metric}@k", dataset)
     ax.set_xticks(list(ks))
     ax.set_ylim(0.0, 1.0)
     ax.grid(alpha=0.3)
@@ -92,22 +120,25 @@ def recall_curve(data: Frames, *, ks: Sequence[int], ax: Axes | None = None,
     return fig
 
 
-def per_category_bars(data: Frames, *, metric: str = "recall@10", ax: Axes | None = None,
+def per_category_bars(data, *, metric: str = "recall@10", ax: Axes | None = None,
                       label: str | None = None, include_overall: bool = True,
-                      overall_label: str = "all", figsize: tuple[float, float] = (7.0, 3.5),
+                      overall_label: str = "all", dataset: str | None = None,
+                      figsize: tuple[float, float] = (7.0, 3.5),
                       group_width: float = 0.8) -> Figure:
     """Grouped bars of ``metric`` per category: one bar colour per run.
 
     Args:
-        data: an aggregate frame (rows: overall + categories), or ``{label: frame}``.
+        data: a benchmark outcome, an aggregate frame (rows: overall + categories), or
+            ``{label: frame}``.
         metric: the column plotted.
-        ax, label, overall_label, figsize: as in :func:`recall_curve`.
+        ax, label, overall_label, dataset, figsize: as in :func:`recall_curve`.
         include_overall: draw the overall row as the first group.
         group_width: the fraction of a category slot the bars of one group fill.
 
     Categories are the union over runs, in first-seen order; a run without a category draws no
     bar there (it is not drawn as zero).
     """
+    data, dataset = _of_outcome(data, dataset)
     runs = _runs(data, label)
     categories: dict[str, None] = {}
     for name, frame in runs.items():
@@ -131,6 +162,7 @@ def per_category_bars(data: Frames, *, metric: str = "recall@10", ax: Axes | Non
         ax.bar(x[present] + offset, heights, width=width, label=name)
     ax.set_xticks(x, cats, rotation=30, ha="right")
     ax.set_ylabel(metric)
+    _title(ax, f"{metric} per category", dataset)
     ax.set_ylim(0.0, 1.0)
     ax.grid(axis="y", alpha=0.3)
     ax.legend()

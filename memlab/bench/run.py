@@ -102,6 +102,10 @@ class PresetResult:
     timings: dict[str, float] = field(default_factory=dict)
     abstention: pd.DataFrame | None = None   # M.abstention: overall and per question language
 
+    def to_frame(self) -> pd.DataFrame:
+        """``per_query`` (a copy): one row per answerable question, its metrics and category."""
+        return self.per_query.copy()
+
     def ranking_counts(self) -> dict[str, int]:
         """Questions whose ranking is empty, and shorter than bench.k and than the largest
         cut-off (a conversation with fewer memories, or a relevance floor, leaves it short)."""
@@ -124,6 +128,17 @@ class BenchOutcome:
     vram: Any = None   # memlab.bench.vramgate.BenchVRAM: the gate the run's models went through
     #: where it ran (memlab.bench.environment): versions, commit, CPU, embedder numerics
     environment: dict[str, Any] | None = None
+    #: set by memlab.bench (memlab.workbench): the run folder, the files and runs that could not
+    #: be written ({"path", "error"}), the MLflow runs (memlab.bench.track.track_outcome)
+    run_dir: Path | None = None
+    artifact_errors: list[dict[str, str]] | None = None
+    mlflow_runs: dict[str, dict[str, Any]] | None = None
+
+    def to_frame(self) -> pd.DataFrame:
+        """Every preset's ``per_query`` stacked: one row per (preset, question), indexed by
+        ``preset`` and ``question``."""
+        return pd.concat({r.name: r.per_query for r in self.results},
+                         names=["preset", "question"])
 
     def significance_json(self) -> dict[str, Any] | None:
         """The paired tests against the first preset: settings, then per preset and metric the
@@ -190,10 +205,12 @@ def _peak_rss_mb() -> float:
 
 
 def open_cache(cfg: MemlabConfig):
-    """The persistent embedding cache of benchmarks (bench.cache_dir)."""
+    """The persistent embedding cache of benchmarks (bench.cache_dir; relative: under the memlab
+    home, :mod:`memlab.home`)."""
+    from memlab.home import under_home
     from memlab.store.cache import EmbeddingCacheFile
 
-    return EmbeddingCacheFile(Path(cfg.bench.cache_dir) / "embeddings.sqlite")
+    return EmbeddingCacheFile(under_home(cfg.bench.cache_dir) / "embeddings.sqlite")
 
 
 def replay_cached(ds: Dataset, cfg: MemlabConfig, *, embedder, cache=None,

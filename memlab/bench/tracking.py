@@ -27,8 +27,10 @@ runs. The client API used here prints no run URLs.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
+import math
 import os
 import posixpath
 import re
@@ -55,6 +57,7 @@ __all__ = [
     "MAX_PARAM_VALUE_LENGTH",
     "MAX_TAG_VALUE_LENGTH",
     "dataset_tags",
+    "find_run",
     "git_commit",
     "log_run",
     "memlab_version",
@@ -63,6 +66,8 @@ __all__ = [
     "plan_batches",
     "provenance_tags",
     "resolve_tracking_uri",
+    "run_key",
+    "source_digest",
 ]
 
 # MLflow's limits (mlflow.utils.validation; a test checks they still agree).
@@ -73,6 +78,8 @@ MAX_TAG_VALUE_LENGTH = 8000
 MAX_KEY_LENGTH = 250
 
 TRUNCATED_TAG = "memlab.params_truncated"
+#: the tag holding a run's stable key (:func:`run_key`): a rerun of the same run finds it
+RUN_KEY_TAG = "memlab.run_key"
 PARENT_TAG = "mlflow.parentRunId"
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
 
@@ -188,15 +195,16 @@ def plan_batches(*, params: list[tuple[str, str]], tags: list[tuple[str, str]],
 
 
 # --------------------------------------------------------------------------- URIs and quiet
-def resolve_tracking_uri(uri: str | None, *, workdir: Path) -> str:
-    """The tracking URI to use: ``uri`` checked, or ``sqlite:///<workdir>/mlflow.db``.
+def resolve_tracking_uri(uri: str | None, *, workdir: Path, home: Path | None = None) -> str:
+    """The tracking URI to use: ``uri`` checked, or ``sqlite:///<home>/mlflow.db`` (``home``:
+    the memlab home's root, :mod:`memlab.home`; None: ``workdir``).
 
     A relative SQLite path is made absolute against ``workdir``. A file-system store
     (a bare path or ``file:``) is refused: MLflow 3 no longer accepts one by default.
     """
     workdir = Path(workdir).expanduser().resolve()
     if uri is None:
-        return f"sqlite:///{workdir / 'mlflow.db'}"
+        return f"sqlite:///{(Path(home).expanduser().resolve() if home else workdir) / 'mlflow.db'}"
     scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
     if scheme == "sqlite":
         db = uri.split("://", 1)[1]
@@ -293,7 +301,8 @@ def log_run(*, experiment: str, run_name: str, params: Mapping[str, Any],
             metrics: Mapping[str, float], tags: Mapping[str, str],
             artifacts: Mapping[str, Path], tracking_uri: str, parent_run_id: str | None = None,
             artifact_location: str | None = None, max_param_length: int = MAX_PARAM_VALUE_LENGTH,
-            quiet: bool = True, telemetry: bool = False) -> str:
+            quiet: bool = True, telemetry: bool = False, start_time: float | None = None,
+            end_time: float | None = None, run_key: str | None = None) -> str:
     """Log one finished run and return its id.
 
     Everything is validated before the run is created, so bad input leaves the store unchanged.
@@ -318,6 +327,11 @@ def log_run(*, experiment: str, run_name: str, params: Mapping[str, Any],
         max_param_length: MLflow's param value limit (6000).
         quiet: hold MLflow's INFO logs back while logging.
         telemetry: leave MLflow's usage telemetry on (default: opted out).
+        start_time, end_time: when the run itself started and ended (unix seconds): MLflow's
+            start and end time, so its duration is the run's, not the logging's (default: the
+            logging's; the metrics are stamped with ``end_time``).
+        run_key: the run's stable key (:func:`run_key`), logged as the tag ``memlab.run_key``;
+            :func:`find_run` finds a run by it.
 
     On an error while logging, the run is marked FAILED and the error propagates.
     """
@@ -338,6 +352,8 @@ def log_run(*, experiment: str, run_name: str, params: Mapping[str, Any],
             truncated.append(param_keys[name])
         param_items.append((param_keys[name], text))
     tag_items = [(tag_keys[n], str(v)) for n, v in tags.items()]
+    if run_key is not None:
+        tag_items.append((RUN_KEY_TAG, str(run_key)))
     if truncated:
         tag_items.append((TRUNCATED_TAG, ",".join(truncated)[:MAX_TAG_VALUE_LENGTH]))
     for key, value in tag_items:
@@ -345,6 +361,9 @@ def log_run(*, experiment: str, run_name: str, params: Mapping[str, Any],
             raise InvalidInput(f"tags[{key!r}]", f"MLflow tag values are at most "
                                f"{MAX_TAG_VALUE_LENGTH} characters", value)
     metric_items = [(metric_keys[n], _metric_value(n, v)) for n, v in metrics.items()]
+    start_ms, end_ms = _millis(start_time, "start_time"), _millis(end_time, "end_time")
+    if start_ms is not None and end_ms is not None and end_ms < start_ms:
+        raise InvalidInput("end_time", f"must not be before start_time ({start_time})", end_time)
     batches = plan_batches(params=param_items, tags=tag_items, metrics=metric_items)
 
     with _quiet(quiet):
@@ -354,10 +373,10 @@ def log_run(*, experiment: str, run_name: str, params: Mapping[str, Any],
         location = artifact_location or _default_artifact_location(tracking_uri, experiment)
         exp_id = _experiment_id(client, experiment, artifact_location=location)
         run_tags = {PARENT_TAG: parent_run_id} if parent_run_id else None
-        run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
+        run = client.create_run(exp_id, run_name=run_name, tags=run_tags, start_time=start_ms)
         run_id = run.info.run_id
         try:
-            stamp = int(time.time() * 1000)
+            stamp = end_ms if end_ms is not None else int(time.time() * 1000)
             for batch in batches:
                 client.log_batch(
                     run_id,
@@ -372,8 +391,69 @@ def log_run(*, experiment: str, run_name: str, params: Mapping[str, Any],
         except BaseException:
             client.set_terminated(run_id, status="FAILED")
             raise
-        client.set_terminated(run_id, status="FINISHED")
+        client.set_terminated(run_id, status="FINISHED", end_time=end_ms)
     return run_id
+
+
+def _millis(t: float | None, name: str) -> int | None:
+    """Unix seconds -> MLflow's milliseconds; None stays None."""
+    if t is None:
+        return None
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+        raise InvalidInput(name, "must be a time in unix seconds (a finite number >= 0)", t)
+    return int(round(t * 1000))
+
+
+# --------------------------------------------------------------------------- reruns
+#: memlab's files whose change can change a result: its source and its data files
+_SOURCE_SUFFIXES = (".py", ".txt", ".npz", ".json", ".yaml")
+
+
+def source_digest(root: Path | None = None) -> str:
+    """sha256 (24 hex digits) of memlab's source and data files (every ``.py``, ``.txt``,
+    ``.npz``, ``.json`` and ``.yaml`` under the package, by relative path): the code part of a
+    run's key. An edit anywhere in memlab gives new keys (a conservative superset of what a run
+    executes; the feature cache's narrower digest is :func:`memlab.bench.featcache.code_digest`)."""
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in _SOURCE_SUFFIXES
+                       and "__pycache__" not in p.parts and p.is_file()):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def run_key(*parts: Any) -> str:
+    """A stable key of a run from what decides its results (config, data, code, ...): the
+    sha256 of their canonical JSON, 24 hex digits. Equal parts give equal keys in every process
+    and on every machine."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str,
+                      separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
+
+
+def find_run(*, tracking_uri: str, experiment: str, key: str,
+             parent_run_id: str | None = None, telemetry: bool = False) -> str | None:
+    """The id of a finished, not deleted run of ``experiment`` tagged ``memlab.run_key = key``
+    (under ``parent_run_id`` when given), the latest if several; None when there is none (no
+    experiment of that name included). A failed or killed run does not count: it is logged
+    again."""
+    if not experiment:
+        raise InvalidInput("experiment", "must be a non-empty name", experiment)
+    if not isinstance(key, str) or not re.fullmatch(r"[0-9a-f]{8,64}", key):
+        raise InvalidInput("key", "a run key is 8 to 64 lowercase hex digits (run_key)", key)
+    with _quiet(True):
+        client = _client(tracking_uri, telemetry=telemetry)
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None or exp.lifecycle_stage != "active":
+            return None
+        where = f"tags.`{RUN_KEY_TAG}` = '{key}' and attributes.status = 'FINISHED'"
+        if parent_run_id is not None:
+            where += f" and tags.`{PARENT_TAG}` = '{parent_run_id}'"
+        runs = client.search_runs([exp.experiment_id], filter_string=where, max_results=1,
+                                  order_by=["attributes.start_time DESC"])
+    return runs[0].info.run_id if runs else None
 
 
 # --------------------------------------------------------------------------- provenance

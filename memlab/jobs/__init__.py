@@ -8,7 +8,7 @@ From Python::
     worker = store.worker()                     # store = memlab.open_store(...)
     worker.enqueue("extract_atoms")
     report = worker.run(progress=True)          # until no job is ready
-    worker.frame()                              # the jobs as a DataFrame
+    worker.to_frame()                           # the jobs as a DataFrame
 
 From the shell: ``memlab jobs enqueue|run|list|status STORE``. Conversation compression (§11.5,
 :mod:`memlab.jobs.compress`): ``store.compress_history(turns)``, ``store.recall_summaries(query)``.

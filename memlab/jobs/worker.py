@@ -58,6 +58,17 @@ class RunReport:
         return (f"{len(self.done)} done, {len(self.failed)} failed, {len(self.retried)} back in "
                 f"the queue after an error, {len(self.lost)} lease(s) lost")
 
+    def to_frame(self):
+        """One row per job processed: ``outcome`` (done, failed, retried or lost) and the job's
+        fields (a lost lease: its job id alone)."""
+        import pandas as pd
+
+        cols = ["outcome", *queue.Job.__dataclass_fields__]
+        rows = [{"outcome": outcome, **job.to_dict()}
+                for outcome in ("done", "failed", "retried") for job in getattr(self, outcome)]
+        rows += [{"outcome": "lost", "id": job_id} for job_id in self.lost]
+        return pd.DataFrame(rows, columns=cols)
+
 
 def _worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -119,12 +130,21 @@ class Worker:
         """The store's jobs, newest first."""
         return queue.list_jobs(self.store.conn, states=states, kinds=kinds, limit=limit)
 
-    def frame(self, **kwargs: Any):
+    def to_frame(self, *, states: Sequence[str] | None = None,
+                 kinds: Sequence[str] | None = None, limit: int | None = None):
         """:meth:`jobs` as a pandas DataFrame (one row per job)."""
         import pandas as pd
 
         cols = list(queue.Job.__dataclass_fields__)
-        return pd.DataFrame([j.to_dict() for j in self.jobs(**kwargs)], columns=cols)
+        return pd.DataFrame([j.to_dict() for j in self.jobs(states=states, kinds=kinds,
+                                                             limit=limit)], columns=cols)
+
+    def frame(self, **kwargs: Any):
+        """Retired: :meth:`to_frame`."""
+        from memlab.frames import renamed
+
+        renamed("Worker.frame()", "Worker.to_frame()")
+        return self.to_frame(**kwargs)
 
     def status(self) -> dict[tuple[str, str], int]:
         """``{(kind, state): jobs}``."""

@@ -37,6 +37,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
 from memlab.lifecycle.ttl import TTLContext, is_live
 from memlab.recall.result import RecallResult
+from memlab.frames import renamed
 from memlab.recall.score import score
 from memlab.recall.select import explain_frame, select
 from memlab.types import MemoryRecord
@@ -50,14 +51,15 @@ __all__ = ["ReaderResult", "build_rag_context", "SCORER", "TreeDistance"]
 
 @dataclass(frozen=True)
 class ReaderResult:
-    """What the reader returns: ``memories`` best first, their ``scores``, ``frame`` (one row
-    per memory: rank, id, text, score, the raw signals and the additive terms listed in
-    ``additive``, whose sum is the score), ``context`` (the prompt block; "" when empty) and
-    ``empty_reason``. ``left_out`` counts the candidates ``is_live`` left out."""
+    """What the reader returns: ``memories`` best first, their ``scores``, ``to_frame()`` (one
+    row per memory: rank, id, text, score, the raw signals and the additive terms listed in
+    ``additive``, whose sum is the score; ``frame`` is its retired spelling), ``context`` (the
+    prompt block; "" when empty) and ``empty_reason``. ``left_out`` counts the candidates
+    ``is_live`` left out."""
 
     query: str
     memories: tuple[MemoryRecord, ...]
-    frame: pd.DataFrame
+    _table: pd.DataFrame
     additive: tuple[str, ...]
     context: str
     empty_reason: str = ""
@@ -73,17 +75,27 @@ class ReaderResult:
 
     @property
     def scores(self) -> np.ndarray:
-        return self.frame["score"].to_numpy() if len(self.frame) else np.zeros(0)
+        return self._table["score"].to_numpy() if len(self._table) else np.zeros(0)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per memory: rank, id, text, score, raw signals and additive terms (a copy)."""
+        return self._table.copy()
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """Retired: :meth:`to_frame`."""
+        renamed("ReaderResult.frame", "ReaderResult.to_frame()")
+        return self._table
 
     def _repr_html_(self) -> str:  # Jupyter
         if not self.memories:
             return f"<p>no memories: {self.empty_reason}</p>"
-        return self.frame._repr_html_()
+        return self._table._repr_html_()
 
     @property
     def terms(self) -> pd.DataFrame:
         """The additive terms of each memory (columns ``additive``), indexed by id."""
-        return self.frame.set_index("id")[list(self.additive)] if len(self.frame) else \
+        return self._table.set_index("id")[list(self.additive)] if len(self._table) else \
             pd.DataFrame(columns=list(self.additive))
 
 

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from memlab.frames import renamed
 from memlab.recall.inject import render_prompt_block
 from memlab.types import UNTRUSTED_WEB, MemoryRecord
 
@@ -16,8 +17,9 @@ from memlab.types import UNTRUSTED_WEB, MemoryRecord
 class RecallResult:
     """Selected memories, best first, with their score components.
 
-    ``frame`` has one row per memory: rank, id, text, score and every component of the formula
-    (``explain``; a DataFrame built on first access from ``explain``, the same columns as arrays).
+    ``to_frame()`` has one row per memory: rank, id, text, score and every component of the
+    formula (``explain``: the same columns as arrays). ``frame`` is its retired spelling (a
+    DeprecationWarning).
     ``empty_reason`` says why nothing came back (nothing stored, nothing relevant, the injection
     guard). ``notes`` lists degradations (e.g. the embedder was unavailable: lexical recall only).
     ``untrusted_label`` (``safety.untrusted_label``) prefixes the memories whose ``source_type``
@@ -42,10 +44,16 @@ class RecallResult:
         return len(self.memories)
 
     @cached_property
-    def frame(self) -> pd.DataFrame:
+    def _table(self) -> pd.DataFrame:
         if isinstance(self.explain, pd.DataFrame):
             return self.explain
         return pd.DataFrame(self.explain)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """Retired: :meth:`to_frame`."""
+        renamed("RecallResult.frame", "RecallResult.to_frame()")
+        return self._table
 
     def __iter__(self):
         return iter(self.memories)
@@ -62,7 +70,8 @@ class RecallResult:
         return [m.id for m in self.memories]
 
     def to_frame(self) -> pd.DataFrame:
-        return self.frame.copy()
+        """One row per memory: rank, id, text, score and every component (a copy)."""
+        return self._table.copy()
 
     def to_prompt(self) -> str:
         """The §10 block (empty string when nothing was recalled)."""
@@ -74,12 +83,12 @@ class RecallResult:
     def _repr_html_(self) -> str:  # Jupyter
         if not self.memories:
             return f"<p>no memories: {self.empty_reason}</p>"
-        return self.frame._repr_html_()
+        return self._table._repr_html_()
 
     def __str__(self) -> str:
         if not self.memories:
             return f"(no memories: {self.empty_reason})"
-        lines = [f"{r.rank:>2}. [{r.score:.3f}] {r.text}" for r in self.frame.itertuples()]
+        lines = [f"{r.rank:>2}. [{r.score:.3f}] {r.text}" for r in self._table.itertuples()]
         return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ import pandas as pd
 from memlab import forgetting
 from memlab.config import MemlabConfig
 from memlab.errors import ConfigError, InvalidInput
+from memlab.frames import renamed
 from memlab.recall.features import LAYER_CODES, Table, column
 from memlab.text import TemporalIntent
 
@@ -65,11 +66,16 @@ class Scored:
     def __len__(self) -> int:
         return len(self.score)
 
-    def frame(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """Score, gates and every component as one DataFrame (rows aligned with the table)."""
         data = {"score": self.score, "eligible": self.eligible, "relevant": self.relevant}
         data.update(self.components)
         return pd.DataFrame(data)
+
+    def frame(self) -> pd.DataFrame:
+        """Retired: :meth:`to_frame`."""
+        renamed("Scored.frame()", "Scored.to_frame()")
+        return self.to_frame()
 
 
 Scorer = Callable[[Table, MemlabConfig], Scored]

@@ -59,7 +59,7 @@ def with_web(result: RecallResult, hits: list[WebHit]) -> RecallResult:
     """``result`` with the web hits after its memories (explain rows marked ``web``)."""
     if not hits:
         return result
-    frame = result.frame.copy()
+    frame = result.to_frame()
     if "web" not in frame.columns:
         frame["web"] = False
     start = int(frame["rank"].max()) if len(frame) and "rank" in frame else 0

@@ -272,7 +272,7 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
                        limit_name="recall.max_query_chars")    # named as the API names it
         res = await on_store(as_user_request(st.recall), q, k=k, agent_id=agent_id,
                              user_id=user_id)
-        frame = res.frame
+        frame = res.to_frame()
         scores = frame["score"].tolist() if len(res) else []
         return {"query": res.query, "empty_reason": res.empty_reason, "notes": list(res.notes),
                 "memories": [{"rank": i + 1, "id": m.id, "text": m.text,

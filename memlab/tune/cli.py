@@ -56,14 +56,16 @@ def sweep_cmd(
     set_: Optional[List[str]] = set_option("key=value overrides of the preset, e.g. "
                                            "embedding.backend=hashing."),
     cache_dir: Optional[Path] = cache_dir_option(),
-    out_dir: Path = typer.Option(Path("results/sweeps"), "--out-dir", help="Journal, best config "
-                                 "YAML, trial table and plots."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Journal, best config YAML, "
+                                           "trial table and plots (default results/sweeps under "
+                                           "the memlab home: memlab where)."),
     json_out: Optional[Path] = json_out_option("Write the study as JSON (best, default, folds, "
                                                "test)."),
     top: int = typer.Option(5, "--top", help="Best trials shown and logged as child runs."),
     tracking_uri: Optional[str] = tracking_uri_option("MLflow tracking URI: sqlite:///path.db "
                                                       "or a server URL (default "
-                                                      "sqlite:///mlflow.db here)."),
+                                                      "sqlite:///<memlab home>/mlflow.db: "
+                                                      "memlab where)."),
     no_track: bool = no_track_option(),
     experiment: str = experiment_option("memlab-sweep"),
     quiet: bool = quiet_option(),
@@ -71,14 +73,29 @@ def sweep_cmd(
         "Replay without the VRAM gate (vram.enabled false): no trace on the parent run. Scores "
         "are the same either way."),
 ) -> None:
-    """Tune a preset's weights on a labelled dataset (Optuna over cached raw signals)."""
-    from memlab.tune.sweep import sweep
+    """Tune a preset's weights on a labelled dataset (Optuna over cached raw signals).
+
+    A sweep already in MLflow (the same outcome and code: a rerun that finds no trial left to
+    run) is not logged again: the output says so. memlab.sweep(...) is this command in Python."""
+    import time
+
+    from memlab.home import find_home
+    from memlab.tune.sweep import sweep, sweep_header
 
     with failing():
+        home = find_home()
         overrides = run_overrides(set_, cache_dir, no_vram_gate)
+        out_dir = out_dir if out_dir is not None else home.sweeps_dir
+        uri = None
+        if not no_track:          # a bad URI stops here, not after the sweep
+            from memlab.bench.tracking import resolve_tracking_uri
+
+            uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd(), home=home.root)
         writable_folder(out_dir, "--out-dir")   # before the sweep: its results are written after
         if json_out is not None:
             writable_folder(json_out.parent, "--json")
+        typer.echo(sweep_header(home, overrides, tracking_uri=uri, out_dir=out_dir))
+        started = time.time()
         result = sweep(dataset=dataset, path=path, dataset_options=loader_options(option),
                        preset=preset, space=space, sampler=sampler, trials=trials,
                        objective=objective, level=level, macro_categories=macro, folds=folds,
@@ -86,6 +103,7 @@ def sweep_cmd(
                        storage=storage, study=study, seed=seed, limit=limit, overrides=overrides,
                        out_dir=out_dir, progress=not quiet,
                        start_from_default=start_from_default)
+        ended = time.time()
     typer.echo(result.format(top))
     paths = result.write(out_dir)
     typer.echo(f"\nbest config: {paths['best_config']} (memlab bench --config)")
@@ -93,12 +111,15 @@ def sweep_cmd(
     if not no_track:
         from memlab.tune.track import track_sweep
 
+        from memlab.tune.track import tracked_line
+
         with failing():
-            runs = track_sweep(result, tracking_uri=tracking_uri, experiment=experiment, top=top)
+            runs = track_sweep(result, tracking_uri=uri, experiment=experiment, top=top,
+                               started=started, ended=ended)
         report["mlflow"] = {"parent": runs["parent"], "tracking_uri": runs["tracking_uri"],
+                            "logged": runs["logged"],
                             "children": {str(k): v for k, v in runs["children"].items()}}
-        typer.echo(f"MLflow: parent run {runs['parent']} with {len(runs['children'])} child "
-                   f"run(s) in experiment {experiment!r} ({runs['tracking_uri']})")
+        typer.echo(tracked_line(runs, experiment=experiment))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=str),

@@ -116,6 +116,11 @@ class CrossFit:
     importance: pd.DataFrame | None           # index raw signal, columns fold
     counts: dict[str, Any] = field(default_factory=dict)
 
+    def to_frame(self) -> pd.DataFrame:
+        """The held-out per-query metrics of every method stacked: one row per (method,
+        question), each question held out once."""
+        return pd.concat(self.per_query, names=["method", "question"])
+
     def summary(self) -> pd.DataFrame:
         """Held-out mean and sd over folds per method, and the pooled mean over all held-out
         questions (each question held out once)."""
@@ -179,11 +184,13 @@ def crossfit(rep: Replayed, cfg: MemlabConfig, *, k: int = 5, seed: int = 0,
                     pd.DataFrame(imps) if imps else None, counts)
 
 
-def importance_figure(imp: pd.DataFrame, *, title: str = "", top: int | None = None):
+def importance_figure(imp: pd.DataFrame, *, title: str = "", top: int | None = None,
+                      ax=None, dataset: str | None = None, metric: str | None = None):
     """A horizontal bar chart (matplotlib Figure) of the mean drop per raw signal with its sd
     over folds as error bars; ``imp`` is :meth:`CrossFit.importance_summary` (``mean``, ``sd``)
-    or a per-fold frame (index signal, columns folds). Save it with
-    :func:`memlab.bench.plots.save`."""
+    or a per-fold frame (index signal, columns folds). ``ax``: draw there (its figure is
+    returned). The title names ``dataset`` and ``metric`` (``title`` replaces it). Save it with
+    :func:`memlab.bench.plots.save`; :mod:`memlab.plots` re-exports it as ``fit_importance``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -192,12 +199,15 @@ def importance_figure(imp: pd.DataFrame, *, title: str = "", top: int | None = N
     imp = imp.sort_values("mean", ascending=True)
     if top is not None:
         imp = imp.iloc[-top:]
-    fig = Figure(figsize=(6, 0.28 * len(imp) + 1.2))   # no pyplot (as memlab.bench.plots)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    if ax is None:
+        fig = Figure(figsize=(6, 0.28 * len(imp) + 1.2), layout="tight")   # no pyplot
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
     ax.barh(imp.index.astype(str), imp["mean"], xerr=imp["sd"].fillna(0.0), color="#4c72b0")
     ax.axvline(0.0, color="black", linewidth=0.8)
-    ax.set_xlabel("drop of held-out mean when shuffled")
-    ax.set_title(title or "permutation importance")
-    fig.tight_layout()
+    ax.set_xlabel(f"drop of held-out {metric or 'mean'} when shuffled")
+    what = "permutation importance" + (f" of {metric}" if metric else "")
+    ax.set_title(title or (f"{dataset}: {what}" if dataset else what))
     return fig

@@ -50,7 +50,7 @@ def per_query(rep: Replayed, cfg: MemlabConfig, *, level: Literal["item", "sessi
     (LongMemEval's convention), as ``memlab bench``'s session table; ``sessions`` is
     :func:`item_sessions` of the replayed dataset.
     """
-    return per_query_scores(rep, cfg, level=level, sessions=sessions).frame()
+    return per_query_scores(rep, cfg, level=level, sessions=sessions).to_frame()
 
 
 def per_query_scores(rep: Replayed, cfg: MemlabConfig, *,
@@ -60,7 +60,7 @@ def per_query_scores(rep: Replayed, cfg: MemlabConfig, *,
     """:func:`per_query`'s values as arrays (no DataFrame): what a sweep trial reduces.
 
     ``columns``: the numeric columns to compute (metric names of ``cfg.bench.ks`` and
-    ``prompt_chars``; None: all of them). :meth:`QueryScores.frame` builds per_query's frame
+    ``prompt_chars``; None: all of them). :meth:`QueryScores.to_frame` builds per_query's frame
     (of the columns computed) where a caller wants one.
     """
     _check_level(level, sessions)
@@ -175,6 +175,13 @@ class QueryScores:
         return self._parts["index"]
 
     def frame(self) -> pd.DataFrame:
+        """Retired: :meth:`to_frame`."""
+        from memlab.frames import renamed
+
+        renamed("QueryScores.frame()", "QueryScores.to_frame()")
+        return self.to_frame()
+
+    def to_frame(self) -> pd.DataFrame:
         """per_query's frame (of the columns computed; all of them by default)."""
         if self._frame is not None:
             cols = [c for c in self._frame.columns

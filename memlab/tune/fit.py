@@ -242,6 +242,13 @@ class LinearFit:
     method: str
     counts: dict[str, int]
 
+    def to_frame(self, preset: MemlabConfig | None = None) -> pd.DataFrame:
+        """One row per learned key: its learned value and note; with ``preset``, the preset's
+        value beside it (:meth:`table`)."""
+        if preset is not None:
+            return self.table(preset)
+        return self.table(self.config).drop(columns="preset")
+
     def table(self, preset: MemlabConfig) -> pd.DataFrame:
         """Key, the preset's value, the learned one, and the note of its term."""
         flat = preset.to_flat()

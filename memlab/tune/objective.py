@@ -104,9 +104,16 @@ class Evaluator:
         self.replays.move_to_end(key)
         return rep
 
-    def frame(self, cfg: MemlabConfig) -> pd.DataFrame:
+    def per_query(self, cfg: MemlabConfig) -> pd.DataFrame:
         """``per_query`` of ``cfg`` (answerable questions)."""
-        return self.scores(cfg).frame()
+        return self.scores(cfg).to_frame()
+
+    def frame(self, cfg: MemlabConfig) -> pd.DataFrame:
+        """Retired: :meth:`per_query`."""
+        from memlab.frames import renamed
+
+        renamed("Evaluator.frame(cfg)", "Evaluator.per_query(cfg)")
+        return self.per_query(cfg)
 
     def scores(self, cfg: MemlabConfig, columns: Sequence[str] | None = None) -> QueryScores:
         """``per_query_scores`` of ``cfg``: the per-query arrays of ``columns`` (None: all)."""

@@ -1,6 +1,9 @@
 """Sweep plots: optimisation history, parameter importance, best config against the defaults, and
 the Pareto front. Figures are built on the Agg canvas, never through ``pyplot`` (as
-:mod:`memlab.bench.plots`); each function returns a Figure (inline in Jupyter)."""
+:mod:`memlab.bench.plots`); each function takes the sweep's result and ``ax=`` (draw there, its
+figure returned) and returns a Figure (inline in Jupyter), titled with the dataset and the
+metric. Re-exported by :mod:`memlab.plots` as ``sweep_history``, ``sweep_importance``,
+``sweep_best_config`` and ``sweep_pareto``."""
 
 from __future__ import annotations
 
@@ -16,29 +19,43 @@ from memlab.bench.plots import save  # noqa: F401 (re-exported: plots.save(fig, 
 if TYPE_CHECKING:
     from memlab.tune.report import SweepResult
 
-__all__ = ["history", "importance", "best_config", "pareto", "save", "MIN_TRIALS_IMPORTANCE"]
+__all__ = ["history", "importance", "best_config", "pareto", "save", "MIN_TRIALS_IMPORTANCE",
+           "CAUTION_TRIALS_PER_KEY"]
 
 log = logging.getLogger(__name__)
 
 #: fewer finished trials than this: parameter importance is not estimated (a forest fitted on
 #: a handful of points ranks noise), the figure says so. memlab's choice.
 MIN_TRIALS_IMPORTANCE = 8
+#: fewer finished trials than this many per searched key: the importance figure carries a
+#: caution (a forest over few points per key ranks keys unreliably). memlab's choice.
+CAUTION_TRIALS_PER_KEY = 10
 
 
-def _figure(size=(6.4, 4.0)):
-    fig = Figure(figsize=size)
+def _figure(size=(6.4, 4.0), ax=None):
+    """A new figure and its axes (laid out tight when drawn), or ``ax`` and its figure (whose
+    layout is the caller's)."""
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=size, layout="tight")
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot(1, 1, 1)
+
+
+def _title(result: "SweepResult", what: str, metric: str) -> str:
+    """``<dataset>: <metric>, <what>`` (the study on a second line)."""
+    return f"{result.settings.get('dataset', '?')}: {metric}, {what}\n" \
+           f"study {result.study.study_name}"
 
 
 def _done(result: "SweepResult"):
     return result.trials[result.trials["state"] == "COMPLETE"].sort_values("number")
 
 
-def history(result: "SweepResult") -> Figure:
+def history(result: "SweepResult", *, ax=None) -> Figure:
     """Each finished trial's value of the first objective by trial number, the best so far, and
     the preset's default as a horizontal line."""
-    fig, ax = _figure()
+    fig, ax = _figure(ax=ax)
     col = result.objective.columns[0]
     done = _done(result)
     ax.plot(done["number"], done[col], "o", ms=3, alpha=0.6, label="trial")
@@ -50,18 +67,19 @@ def history(result: "SweepResult") -> Figure:
     ax.axhline(result.default[col], color="grey", ls="--", label="preset default")
     ax.set_xlabel("trial")
     ax.set_ylabel(col)
-    ax.set_title(f"{result.study.study_name}: optimisation history")
+    ax.set_title(_title(result, "optimisation history", col), fontsize="medium")
     ax.legend(loc="best", fontsize="small")
     return fig
 
 
-def importance(result: "SweepResult") -> Figure:
+def importance(result: "SweepResult", *, ax=None) -> Figure:
     """fANOVA importance of each key for the first objective (``optuna.importance``). With fewer
     than :data:`MIN_TRIALS_IMPORTANCE` finished trials, or values that never vary, the figure
-    states why there are no bars instead."""
+    states why there are no bars instead; with fewer than :data:`CAUTION_TRIALS_PER_KEY` trials
+    per searched key its x label carries a caution."""
     from optuna.importance import get_param_importances
 
-    fig, ax = _figure((6.4, max(2.5, 0.3 * len(result.space.keys) + 1)))
+    fig, ax = _figure((6.4, max(2.5, 0.3 * len(result.space.keys) + 1)), ax)
     done = _done(result)
     col = result.objective.columns[0]
     why = None
@@ -74,17 +92,21 @@ def importance(result: "SweepResult") -> Figure:
         imp = get_param_importances(result.study, target=lambda t: t.values[0])
         keys = list(imp)[::-1]
         ax.barh(keys, [imp[k] for k in keys])
-        ax.set_xlabel(f"importance for {col} (fANOVA, sums to 1)")
+        label = f"importance for {col} (fANOVA, sums to 1)"
+        need = CAUTION_TRIALS_PER_KEY * len(result.space.keys)
+        if len(done) < need:
+            label += (f"\ncaution: {len(done)} trials for {len(result.space.keys)} keys "
+                      f"(under {need}): the ranking is unreliable")
+        ax.set_xlabel(label)
     else:
         log.warning("parameter importance: %s", why)
         ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True, transform=ax.transAxes)
         ax.set_axis_off()
-    ax.set_title(f"{result.study.study_name}: parameter importance")
-    fig.tight_layout()
+    ax.set_title(_title(result, "parameter importance", col), fontsize="medium")
     return fig
 
 
-def best_config(result: "SweepResult") -> Figure:
+def best_config(result: "SweepResult", *, ax=None) -> Figure:
     """Each numeric key of the space: the best trial's value beside the preset's default, as a
     fraction of the searched range (categorical keys are listed in the labels)."""
     flat = result.base.to_flat()
@@ -98,23 +120,23 @@ def best_config(result: "SweepResult") -> Figure:
         span = lambda v: ((np.log(v) - np.log(p.low)) / (np.log(p.high) - np.log(p.low))  # noqa
                           if p.log else (v - p.low) / (p.high - p.low))
         rows.append((p.key, span(d) if (not p.log or d > 0) else np.nan, span(b)))
-    fig, ax = _figure((6.4, max(2.5, 0.3 * len(rows) + 1)))
+    fig, ax = _figure((6.4, max(2.5, 0.3 * len(rows) + 1)), ax)
     y = np.arange(len(rows))
     ax.barh(y - 0.2, [r[1] for r in rows], height=0.4, label="preset default")
     ax.barh(y + 0.2, [r[2] for r in rows], height=0.4, label="best trial")
     ax.set_yticks(y, [r[0] for r in rows], fontsize="small")
     ax.set_xlabel("position in the searched range (0 = low, 1 = high)")
-    ax.set_title(f"{result.study.study_name}: best config")
+    ax.set_title(_title(result, "best config against the preset",
+                        result.objective.columns[0]), fontsize="medium")
     ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
     return fig
 
 
-def pareto(result: "SweepResult") -> Figure:
+def pareto(result: "SweepResult", *, ax=None) -> Figure:
     """Every finished trial on the first two objectives, the Pareto front highlighted, and the
     preset's default."""
     cols = result.objective.columns
-    fig, ax = _figure()
+    fig, ax = _figure(ax=ax)
     done = _done(result)
     x, y = cols[min(1, len(cols) - 1)], cols[0]
     ax.plot(done[x], done[y], "o", ms=3, alpha=0.4, label="trial")
@@ -126,6 +148,6 @@ def pareto(result: "SweepResult") -> Figure:
     ax.set_xlabel(x + (" (minimised)" if result.objective.directions[cols.index(x)] ==
                        "minimize" else ""))
     ax.set_ylabel(y)
-    ax.set_title(f"{result.study.study_name}: Pareto front")
+    ax.set_title(_title(result, "Pareto front", " vs ".join(cols[:2])), fontsize="medium")
     ax.legend(loc="best", fontsize="small")
     return fig

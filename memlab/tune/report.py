@@ -101,6 +101,9 @@ class SweepResult:
     vram: Any = None
     #: where it ran (memlab.bench.environment; set by the sweep)
     environment: dict[str, Any] | None = None
+    #: the MLflow runs it was logged as (memlab.tune.track.track_sweep's answer; set by
+    #: memlab.sweep with track=True; None: not logged)
+    mlflow: dict[str, Any] | None = None
 
     @classmethod
     def build(cls, study, *, spec, space: Space, objective: Objective, base: MemlabConfig,
@@ -122,6 +125,10 @@ class SweepResult:
                    default, best_config, settings, storage, pareto, folds)
 
     # -- views -----------------------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """The trial table (:attr:`trials`, a copy): one row per trial."""
+        return self.trials.copy()
+
     def top(self, n: int = 5) -> pd.DataFrame:
         """The ``n`` best finished trials (first objective), best first."""
         done = self.trials[self.trials["state"] == "COMPLETE"]

@@ -37,7 +37,7 @@ from memlab.tune.study import (Budget, TrialLoop, check_settings, enqueue_defaul
                                resolve_sampler, run_trials, sampler_seed)
 from memlab.tune.workers import watch_parent
 
-__all__ = ["sweep", "SweepSpec"]
+__all__ = ["sweep", "SweepSpec", "sweep_header"]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,17 @@ def _result_digest(cfg: MemlabConfig) -> str:
     keep = {r["key"]: flat[r["key"]] for r in describe() if r["stage"] != "runtime"}
     blob = json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def sweep_header(home, overrides: Mapping[str, Any], *, tracking_uri: str | None,
+                 out_dir: str | Path) -> str:
+    """The memlab home line a sweep prints first (:meth:`memlab.home.Home.header`): its caches
+    (the ``bench.cache_dir`` of the overrides, else the default), its results and MLflow."""
+    from memlab.home import under_home
+
+    cache = overrides.get("bench.cache_dir") or MemlabConfig().bench.cache_dir
+    return home.header(cache_dir=under_home(cache, home), tracking_uri=tracking_uri,
+                       results=Path(out_dir))
 
 
 def _embedder(cfg: MemlabConfig):
@@ -238,7 +249,7 @@ def _significance(result: SweepResult, evaluator: Evaluator, default_frame, n: i
     by_number = {t.number: t for t in result.study.trials}
     for number in top["number"].astype(int):
         cfg = result.base.replace(**result.space.apply(by_number[number].params))
-        frames[f"#{number}"] = evaluator.frame(cfg)
+        frames[f"#{number}"] = evaluator.per_query(cfg)
     cols = list(result.objective.columns)
     sig = compare_with_config(frames, result.base, metrics=cols)
     return {label: {c: float(sig.loc[(label, c), "p"]) for c in cols}
@@ -315,7 +326,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
         emb = embedder if embedder is not None else _embedder(base)
     evaluator = Evaluator(ds, obj, embedder=emb, level=level, macro=macro_categories,
                           progress=progress)
-    default_frame = evaluator.frame(base)   # writes the feature cache the workers read
+    default_frame = evaluator.per_query(base)   # writes the feature cache the workers read
     if vram is not None:
         vram.features_cached = all(r.counts.get("feature_cache_hit") == 1
                                    for r in evaluator.replays.values())
@@ -331,7 +342,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
                             list(f.train), progress)
             t = best_trial(st)
             cfg = base.replace(**sp.apply(t.params))
-            frame = evaluator.frame(cfg)
+            frame = evaluator.per_query(cfg)
             per_fold.append({"fold": f.index, "train": len(f.train), "test": len(f.test),
                              "tuned": evaluator.reduce(frame, f.train),
                              "held_out": evaluator.reduce(frame, f.test),

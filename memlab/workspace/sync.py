@@ -134,6 +134,17 @@ class ImportResult:
     def ok(self) -> bool:
         return not self.errors
 
+    def to_frame(self):
+        """One row per file: records ``loaded`` and ``skipped``, and the ``error`` that refused
+        it ("" when none)."""
+        import pandas as pd
+
+        errors = {str(e.file): str(e) for e in self.errors}
+        files = list(dict.fromkeys([*self.loaded, *self.skipped, *errors]))
+        return pd.DataFrame([{"file": f, "loaded": self.loaded.get(f, 0),
+                              "skipped": self.skipped.get(f, 0), "error": errors.get(f, "")}
+                             for f in files], columns=["file", "loaded", "skipped", "error"])
+
     def lines(self) -> list[str]:
         out = [f"imported {self.records} record(s) from {len(self.loaded)} file(s) under "
                f"{self.directory}; {sum(self.skipped.values())} already stored (skipped); "

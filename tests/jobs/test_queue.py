@@ -184,7 +184,7 @@ def test_run_respects_max_jobs_and_status_counts(store):
     w = Worker(store, clock=FixedClock(T0))
     assert w.run(max_jobs=2).processed == 2
     assert w.status() == {("cleanup_usage", "done"): 2, ("cleanup_usage", "queued"): 1}
-    frame = w.frame()
+    frame = w.to_frame()
     assert list(frame["state"]) == ["queued", "done", "done"]     # newest first
     with pytest.raises(InvalidInput, match="max_jobs"):
         w.run(max_jobs=0)

@@ -183,7 +183,7 @@ def test_a_recall_never_writes_the_sample_the_next_add_does(tmp_path, monkeypatc
                     vectors=st.embedder.embed_documents(["我最喜欢的游戏是星露谷物语"]))
         assert _cached(st) == 1                      # the memory's own vector, not the sample
         res = st.recall("我最喜欢什么游戏", k=3)
-        assert res.texts == ["我最喜欢的游戏是星露谷物语"] and res.frame.loc[0, "floor_z"] > 2
+        assert res.texts == ["我最喜欢的游戏是星露谷物语"] and res.to_frame().loc[0, "floor_z"] > 2
         assert _cached(st) == 1
         with pytest.raises(InvalidInput):
             st.add_many([{"text": "今天午饭吃了牛肉面"}, {"text": "a", "id": ""}])
@@ -218,7 +218,7 @@ def test_a_sample_that_cannot_be_embedded_degrades_recall_to_lexical(monkeypatch
         st.add("今天午饭吃了牛肉面", importance=0.3)
         res = st.recall("星露谷物语", k=3)
         assert res.texts == ["我最喜欢的游戏是星露谷物语"]            # lexical: 3 of 3 terms shared
-        assert np.isnan(res.frame["relevance"]).all() or (res.frame["relevance"] == 0).all()
+        assert np.isnan(res.to_frame()["relevance"]).all() or (res.to_frame()["relevance"] == 0).all()
         assert any("background sample not embedded" in n for n in res.notes)
         st.recall("牛肉面", k=3)
         key = [k for k in st.stats if "background sample not embedded" in k]

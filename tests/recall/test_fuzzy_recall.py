@@ -54,7 +54,7 @@ def test_swap_in_projected_text_only_and_logged():
     # p = 1 and the store names both games: every memory shows the other game, spelt in its script
     assert shown == {"m_stardew": "用户最喜欢玩泰拉瑞亚", "m_terraria": "用户上周买了星露谷物语",
                      "m_alice": "Alice loves Terraria", "m_bob": "Bob bought Stardew Valley"}
-    assert res.frame["text"].tolist() == res.texts
+    assert res.to_frame()["text"].tolist() == res.texts
     assert "用户最喜欢玩泰拉瑞亚" in res.to_prompt() and "星露谷物语" not in res.to_prompt().split(
         "<untrusted_memories>")[1].split("\n")[1]
     assert [s.memory_id for s in res.swaps] == res.ids

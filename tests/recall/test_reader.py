@@ -63,7 +63,7 @@ def test_combined_scores_en_by_hand(tiny):
             "C": expected(0.0, 0.0, 4),                     # 0      + 0.2    + 0.0135 = 0.2135
             "D": expected(0.0, 600.0, 1)}                   # 0      + 0.0736 + 0.0607 = 0.1342
     assert r.ids == [ids[n] for n in "ABCD"]                # A beats B on recency and tree
-    frame = r.frame.set_index("id")
+    frame = r.to_frame().set_index("id")
     for name, w in want.items():
         row = frame.loc[ids[name]]
         for col, value in w.items():
@@ -80,7 +80,7 @@ def test_combined_scores_zh_by_hand(tiny):
     st, ids, hops = tiny
     r = build_rag_context(st, "乌龙茶", k=1, now=NOW, tree_distance=hops)
     assert r.ids == [ids["D"]]
-    row = r.frame.iloc[0]
+    row = r.to_frame().iloc[0]
     for col, value in expected(3 / math.sqrt(33), 600.0, 1).items():
         assert row[col] == pytest.approx(value, abs=1e-6), col
 
@@ -88,7 +88,7 @@ def test_combined_scores_zh_by_hand(tiny):
 def test_without_a_tree_every_distance_is_unknown(tiny):
     st, ids, _ = tiny
     r = build_rag_context(st, "oolong tea", k=10, now=NOW)
-    assert (r.frame["tree_term"] == 0).all()
+    assert (r.to_frame()["tree_term"] == 0).all()
     # now B (cos 1) wins: the tree term no longer lifts A
     assert r.ids[:2] == [ids["B"], ids["A"]]
 

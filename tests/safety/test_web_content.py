@@ -81,7 +81,7 @@ def test_the_explicit_path_returns_web_content_after_the_memories_labelled(store
               user_id="someone_else", **WEB)
     res = store.recall(question, k=10, include_web=True)
     assert res.ids == [local.id, web.id]                 # another owner's: never
-    assert res.frame["web"].tolist() == [False, True]
+    assert res.to_frame()["web"].tolist() == [False, True]
     block = res.to_prompt()
     assert f"- {LABEL}{theirs}" in block and f"- {mine}" in block
     assert f"{LABEL}{mine}" not in block
@@ -93,7 +93,7 @@ def test_web_items_rank_by_cosine_at_most_web_k_and_by_terms_without_vectors():
         ids = [st.add(t, **WEB).id for t in
                ["猫 喜欢 吃鱼", "猫 喜欢 晒太阳 吃鱼", "狗 喜欢 散步", "天气 很好"]]
         res = st.recall("猫 吃鱼", k=5, include_web=True)
-        frame = res.frame[res.frame["web"]]
+        frame = res.to_frame()[res.to_frame()["web"]]
         assert len(frame) == 2 and set(res.ids) <= set(ids)
         assert frame["cosine"].is_monotonic_decreasing and res.ids[0] == ids[0]
     with memlab.open_store(":memory:", config=cfg, clock=FixedClock(T0),
@@ -101,7 +101,7 @@ def test_web_items_rank_by_cosine_at_most_web_k_and_by_terms_without_vectors():
         a = st.add("猫 喜欢 吃鱼", **WEB)
         st.add("天气 很好", **WEB)
         res = st.recall("猫 吃鱼", k=5, include_web=True)
-        assert res.ids == [a.id] and res.frame["lexical"].tolist() == [1.0]
+        assert res.ids == [a.id] and res.to_frame()["lexical"].tolist() == [1.0]
 
 
 def test_a_mixed_batch_is_all_or_nothing_across_both_tables():

@@ -63,7 +63,7 @@ def _open(path):
 def _answers(path) -> list:
     """What a user sees: recalls (ids and scores), records by id, an add then a recall, a count."""
     with _open(path) as st:
-        out: list = [[(m, round(float(s), 6)) for m, s in zip(r.ids, r.frame["score"])]
+        out: list = [[(m, round(float(s), 6)) for m, s in zip(r.ids, r.to_frame()["score"])]
                      for r in (st.recall(q, k=5) for q in QUERIES)]
         out.append([r.text for r in st.get(["m0", "m7", "m333"])])
         st.add("新的记忆 a new memory about tea", id="new")

@@ -28,7 +28,7 @@ def _open(path, embedder):
 
 
 def _rankings(st) -> list:
-    return [list(zip(r.ids, r.frame["score"].round(6), r.frame["relevance"].round(6)))
+    return [list(zip(r.ids, r.to_frame()["score"].round(6), r.to_frame()["relevance"].round(6)))
             for r in (st.recall(q, k=8) for q in QUERIES)]
 
 

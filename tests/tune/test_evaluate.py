@@ -61,7 +61,7 @@ def test_per_query_scores_names_an_unknown_column(tiny_bench_folder, hashing_cfg
     with pytest.raises(InvalidInput) as err:
         per_query_scores(rep, hashing_cfg, columns=["ndcg@7"])
     assert err.value.field == "columns" and err.value.value == "ndcg@7"
-    got = per_query_scores(rep, hashing_cfg, columns=["ndcg@10", "prompt_chars"]).frame()
+    got = per_query_scores(rep, hashing_cfg, columns=["ndcg@10", "prompt_chars"]).to_frame()
     full = per_query(rep, hashing_cfg)
     assert list(got.columns) == ["ndcg@10", "category", "conversation_id", "prompt_chars"]
     pd.testing.assert_frame_equal(got, full[got.columns])

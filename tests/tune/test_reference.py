@@ -130,7 +130,7 @@ def test_the_sweep_path_falls_back_in_process(rep, fresh, monkeypatch, caplog):
     fast = evaluate.selections
     monkeypatch.setattr(evaluate, "selections", lambda *a: calls.append(1) or fast(*a))
     with caplog.at_level(logging.WARNING, logger="memlab.tune.reference"):
-        got = per_query_scores(rep, base).frame()
+        got = per_query_scores(rep, base).to_frame()
         assert evaluate.rankings(rep, base) == rank(rep, base)
         pd.testing.assert_frame_equal(got, per_query_reference(rep, base))
         assert not calls and fresh["fallbacks"] == 2

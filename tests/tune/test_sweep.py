@@ -108,7 +108,7 @@ def test_a_rerun_continues_the_study_and_a_changed_sweep_is_refused(run):
 def test_python_api_returns_the_trials_as_a_dataframe(tiny_bench_folder, hashing, tmp_path):
     res = memlab.sweep(dataset=str(tiny_bench_folder), preset="reverie", space=WIDE,
                        overrides=hashing, trials=4, sampler="tpe", out_dir=tmp_path,
-                       progress=False, objective="mrr")
+                       progress=False, objective="mrr", track=False)
     assert res.trials.shape[0] == 4 and "mrr" in res.trials.columns
     assert res.study.study_name == res.to_json()["study"]
     assert res.to_json()["default"]["values"] == {"mrr": 0.625}    # (1 + 0 + 1/2 + 1) / 4
@@ -142,7 +142,7 @@ def test_folds_tune_on_some_conversations_and_score_the_others(run, tiny_bench_f
     ev = Evaluator(ds, Objective.parse("ndcg@10"), embedder=make_embedder(base))
     held = []
     for x in f["per_fold"]:
-        frame = ev.frame(base.replace(**x["params"]))
+        frame = ev.per_query(base.replace(**x["params"]))
         # the held-out value is the best config's mean over the questions it was not tuned on
         convs = set(frame["conversation_id"])
         assert x["train"] + x["test"] == 4 and len(convs) == 2
@@ -213,14 +213,14 @@ def test_one_replay_per_features_key(tiny_bench, hashing_cfg, counting_embedder)
     ev = Evaluator(tiny_bench, Objective.parse("ndcg@10"), embedder=counting_embedder,
                    max_replays=2)
     a, b, c = (hashing_cfg.replace(**{"recall.lexical_pool_min": n}) for n in (60, 120, 240))
-    ev.frame(a)
-    ev.frame(a.replace(**{"fusion.relevance": 0.1}))     # score stage: the same replay
+    ev.per_query(a)
+    ev.per_query(a.replace(**{"fusion.relevance": 0.1}))     # score stage: the same replay
     assert ev.replayed == 1 and len(ev.replays) == 1
-    ev.frame(b)
-    ev.frame(c)                                            # a third key drops the oldest (a)
+    ev.per_query(b)
+    ev.per_query(c)                                            # a third key drops the oldest (a)
     assert ev.replayed == 3 and len(ev.replays) == 2
     embedded = len(counting_embedder.queries)
-    ev.frame(a)                                            # back from the feature cache
+    ev.per_query(a)                                            # back from the feature cache
     assert ev.replayed == 4 and len(counting_embedder.queries) == embedded
 
 

@@ -215,7 +215,7 @@ def test_anchors_are_never_forgotten(tmp_path):
     with memlab.open_store(":memory:", config=CFG, card=_write(tmp_path, ZH_CARD),
                            clock=FixedClock(0.0)) as st:
         st.add("用户的生日是五月", importance=0.9, layer="long_term")
-        frame = st.recall("生日", k=5, clock=FixedClock(3650 * DAY)).frame
+        frame = st.recall("生日", k=5, clock=FixedClock(3650 * DAY)).to_frame()
     ret = dict(zip(frame["text"], frame["retention"]))
     assert ret["我的生日是3月14日。"] == 1.0
     assert "用户的生日是五月" not in ret      # the long-term memory has faded out of recall

@@ -84,7 +84,7 @@ def test_a_pinned_memory_keeps_retention_1_in_recall_while_its_twin_fades():
         b = st.add("the red kite festival on the beach", importance=0.3, layer="short_term")
         st.pin(a.id)
         res = st.recall("red kite festival", k=5, clock=FixedClock(T0 + 7 * DAY))
-        ret = dict(zip(res.frame["id"], res.frame["retention"]))
+        ret = dict(zip(res.to_frame()["id"], res.to_frame()["retention"]))
         assert ret[a.id] == 1.0
         # §9.1 by hand: strength 0.35 + 1.25 * 0.3 = 0.725; short term: 7 days, one half-life
         assert ret[b.id] == pytest.approx(2 ** (-1 / 0.725), abs=1e-6)   # 0.3845

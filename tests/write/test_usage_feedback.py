@@ -147,7 +147,7 @@ def test_reinforcement_through_feedback_slows_forgetting_by_the_spec_formula():
         a = st.add("Alice plays the violin", importance=0.5, layer="long_term")
         st.feedback([a.id], reply="violin")                  # +1 reference, last_accessed = T0
         later = st.recall("violin", k=3, clock=FixedClock(T0 + 90 * DAY))
-        assert later.frame.loc[0, "retention"] == pytest.approx(
+        assert later.to_frame().loc[0, "retention"] == pytest.approx(
             2 ** (-1 / (0.975 * (1 + 0.2 * math.log(2)))), abs=1e-6)
         assert 2 ** (-1 / 0.975) == pytest.approx(0.4911, abs=1e-4)
 

@@ -336,15 +336,30 @@ class Dataset:
             h.update(b"\n")
         return h.hexdigest()
 
-    def to_frames(self) -> tuple[Any, Any]:
-        """``(items_df, questions_df)`` as pandas DataFrames; timestamps as UTC ``datetime64``."""
+    def to_frame(self, part: str = "items") -> Any:
+        """A pandas DataFrame of ``part``: ``"items"`` (one row per thing to memorise) or
+        ``"questions"`` (one row per question); times (``timestamp``, ``asked_at``) as UTC
+        ``datetime64``."""
         import pandas as pd
 
-        items = pd.DataFrame([_record_dict(it) for it in self.items], columns=list(ITEM_FIELDS))
-        items["timestamp"] = pd.to_datetime(items["timestamp"], utc=True, format="ISO8601")
-        qs = pd.DataFrame([_record_dict(q) for q in self.questions], columns=list(QUERY_FIELDS))
-        qs["asked_at"] = pd.to_datetime(qs["asked_at"], utc=True, format="ISO8601")
-        return items, qs
+        if part == "items":
+            items = pd.DataFrame([_record_dict(it) for it in self.items],
+                                 columns=list(ITEM_FIELDS))
+            items["timestamp"] = pd.to_datetime(items["timestamp"], utc=True, format="ISO8601")
+            return items
+        if part == "questions":
+            qs = pd.DataFrame([_record_dict(q) for q in self.questions],
+                              columns=list(QUERY_FIELDS))
+            qs["asked_at"] = pd.to_datetime(qs["asked_at"], utc=True, format="ISO8601")
+            return qs
+        raise InvalidInput("part", "items or questions", part)
+
+    def to_frames(self) -> tuple[Any, Any]:
+        """Retired: ``(to_frame("items"), to_frame("questions"))``."""
+        from memlab.frames import renamed
+
+        renamed("Dataset.to_frames()", 'Dataset.to_frame("items") and .to_frame("questions")')
+        return self.to_frame("items"), self.to_frame("questions")
 
     def subset(self, *, limit_questions: int | None = None, conversations: Iterable[str] | None = None) -> Dataset:
         """A smaller dataset: the questions of ``conversations`` (default all), the first ``limit_questions``

@@ -67,7 +67,7 @@ def test_subset_keeps_items_of_kept_conversations():
 
 
 def test_to_frames_columns_and_utc():
-    items, qs = _toy().to_frames()
+    items, qs = _toy().to_frame("items"), _toy().to_frame("questions")
     assert list(items.columns) == ["conversation_id", "item_id", "session_id", "speaker", "text", "timestamp", "meta"]
     assert len(items) == 4 and len(qs) == 3
     # 18:00 at +08:00 is 10:00 UTC

@@ -44,7 +44,7 @@ def test_the_ends_of_the_range_round_trip_and_frame(tmp_path):
                  questions=(Question("c", "q", "when?", hi, "cat", ("a", "b"), {}),))
     back = read_dataset(write_dataset(ds, tmp_path / "d"))
     assert back == ds
-    items, qs = back.to_frames()
+    items, qs = back.to_frame("items"), back.to_frame("questions")
     assert items["timestamp"].tolist() == [lo, hi] and qs["asked_at"].tolist() == [hi]
 
 
