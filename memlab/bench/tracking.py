@@ -27,6 +27,7 @@ runs. The client API used here prints no run URLs.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import hashlib
 import json
 import logging
@@ -222,7 +223,11 @@ def resolve_tracking_uri(uri: str | None, *, workdir: Path, home: Path | None = 
 
 @contextlib.contextmanager
 def _quiet(enabled: bool) -> Iterator[None]:
-    """Hold MLflow's and alembic's INFO logs back to WARNING for the duration."""
+    """Hold MLflow's and alembic's INFO logs back to WARNING for the duration. mlflow is
+    imported first: its import sets its loggers' levels, which would undo these (a new SQLite
+    store then said "Creating initial MLflow database tables" on stderr)."""
+    if enabled and importlib.util.find_spec("mlflow") is not None:
+        import mlflow  # noqa: F401
     loggers = [logging.getLogger(n) for n in ("mlflow", "alembic")] if enabled else []
     before = [lg.level for lg in loggers]
     for lg in loggers:

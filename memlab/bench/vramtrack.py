@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memlab.bench.environment import REPO_ROOT
-from memlab.bench.tracking import _client, _quiet, log_run, provenance_tags, resolve_tracking_uri
+from memlab.bench.tracking import find_run, log_run, provenance_tags, resolve_tracking_uri
+from memlab.home import find_home
 from memlab.bench.vramgate import SUMMARY_ARTIFACT, TIMELINE_ARTIFACT, TRACE_ARTIFACT, trace_note
 from memlab.errors import InvalidInput
 from memlab.vram.simulate import SimResult
@@ -83,22 +84,6 @@ def run_key(result: SimResult, *, compared: bool = False) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _logged_run(uri: str, experiment: str, key: str) -> str | None:
-    """The id of a finished run of ``experiment`` tagged ``memlab.run_key`` = ``key`` (a hex
-    digest: nothing to quote)."""
-    import mlflow  # noqa: F401  (its import sets its loggers to INFO: before _quiet, not inside)
-
-    with _quiet(True):
-        client = _client(uri, telemetry=False)   # a new SQLite database is created here
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            return None
-        runs = client.search_runs([exp.experiment_id], max_results=1,
-                                  filter_string=f"tags.`memlab.run_key` = '{key}' and "
-                                  "attributes.status = 'FINISHED'")
-    return runs[0].info.run_id if runs else None
-
-
 def track_simulation(result: SimResult, *, policies: "pd.DataFrame | None" = None,
                      tracking_uri: str | None = None, experiment: str = EXPERIMENT,
                      workdir: Path | None = None) -> dict[str, Any]:
@@ -109,7 +94,8 @@ def track_simulation(result: SimResult, *, policies: "pd.DataFrame | None" = Non
         result: from :func:`memlab.vram.simulate.simulate`.
         policies: the same workload under every policy
             (:func:`memlab.vram.simulate.compare_policies`), logged beside it.
-        tracking_uri: as ``memlab bench --tracking-uri``; None: ``sqlite:///<workdir>/mlflow.db``.
+        tracking_uri: as ``memlab bench --tracking-uri``; None: ``sqlite:///<home>/mlflow.db``
+            (the memlab home, :mod:`memlab.home`; ``<workdir>/mlflow.db`` when workdir is given).
         experiment: the MLflow experiment (created when missing).
         workdir: the folder a relative or default SQLite URI is resolved against (default: the
             working folder, as the CLI does).
@@ -120,7 +106,8 @@ def track_simulation(result: SimResult, *, policies: "pd.DataFrame | None" = Non
     from memlab.vram.plots import vram_policies, vram_timeline
 
     result = _checked(result)
-    uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd() if workdir is None else workdir)
+    uri = resolve_tracking_uri(tracking_uri, workdir=Path.cwd() if workdir is None else workdir,
+                               home=find_home().root if workdir is None else None)
     wl, cfg = result.workload, result.config
     params: dict[str, Any] = {"workload": wl.name, "workload.turns": len(wl.turns),
                               "workload.jobs": len(wl.jobs), "device_mb": result.device_mb,
@@ -134,7 +121,7 @@ def track_simulation(result: SimResult, *, policies: "pd.DataFrame | None" = Non
             metrics.update({f"{policy}/{k}": float(v) for k, v in row.items()})
     key = run_key(result, compared=policies is not None)
     out = {"tracking_uri": uri, "experiment": experiment}
-    existing = _logged_run(uri, experiment, key)
+    existing = find_run(tracking_uri=uri, experiment=experiment, key=key)
     if existing is not None:
         return {"run_id": existing, **out, "logged": False}
     note = trace_note(result.summary, {m.name: m.mb for m in wl.models}, result.capacity_mb)

@@ -233,3 +233,18 @@ def test_non_finite_metric_is_logged_as_nan(uri: str) -> None:
     run_id = log_run(experiment="nan", run_name="r", params={}, metrics={"mrr": float("nan")},
                      tags={}, artifacts={}, tracking_uri=uri)
     assert math.isnan(MlflowClient(tracking_uri=uri).get_run(run_id).data.metrics["mrr"])
+
+
+def test_a_new_sqlite_store_is_made_without_a_word_on_stderr(tmp_path: Path) -> None:
+    """The first use of a new mlflow.db (a fresh process: mlflow not imported yet) prints
+    nothing: in a notebook stderr is a red box (mlflow's import used to reset the levels
+    that _quiet set, and alembic said 'Creating initial MLflow database tables')."""
+    import sys
+
+    code = ("from memlab.bench.tracking import find_run\n"
+            f"print(find_run(tracking_uri='sqlite:///{tmp_path / 'new.db'}', "
+            "experiment='e', key='0' * 16))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=True, cwd=tmp_path)
+    assert done.stdout.strip() == "None" and done.stderr == ""
+    assert (tmp_path / "new.db").exists()
