@@ -26,6 +26,18 @@ def sweep(**kwargs):
     return _sweep(**kwargs)
 
 
+def compare(run_a, run_b, *, metric: str = "recall@10", dataset: str | None = None,
+            method: str | None = None, resamples: int | None = None, seed: int | None = None):
+    """Compare two benchmark runs question by question: the gold's best rank under each,
+    win/tie/loss on ``metric`` and the paired test, filterable by category, language and gold
+    age; see :func:`memlab.bench.compare.compare` (what a run may be: a bench result, a results
+    folder or JSON report, a per-query frame)."""
+    from memlab.bench.compare import compare as _compare
+
+    return _compare(run_a, run_b, metric=metric, dataset=dataset, method=method,
+                    resamples=resamples, seed=seed)
+
+
 def __getattr__(name: str):
     if name == "ChatSession":   # imported on first use: it pulls in the store and recall
         from memlab.chat import ChatSession
@@ -34,7 +46,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'memlab' has no attribute {name!r}")
 
 
-__all__ = ["open_store", "sweep", "ChatSession", "MemlabConfig", "load_config", "FixedClock", "ReplayClock",
+__all__ = ["open_store", "sweep", "compare", "ChatSession", "MemlabConfig", "load_config", "FixedClock", "ReplayClock",
            "SystemClock",
            "MemlabError", "ConfigError", "InvalidInput", "InvalidCell", "StoreError",
            "CorruptStore", "EmbeddingUnavailable", "DatasetError", "__version__"]
