@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from memlab.bench.compare import AGE_BINS
 from memlab.bench.datasets import registry
 from memlab.bench.featcache import features_key
 from memlab.bench.replay import Replayed
@@ -71,12 +72,19 @@ class MissReport:
                          names=["preset", "question"])
 
     def summary(self, *, by: str | None = None, share: bool = False,
-                misses_only: bool = False) -> pd.DataFrame:
+                misses_only: bool = False, bins: Sequence[float] = AGE_BINS) -> pd.DataFrame:
         """Questions per stage (columns, :data:`STAGES` order) for each preset (rows); ``by``
-        (``category``, ``language``, or another column of ``to_frame()``) adds a row level;
-        ``misses_only`` drops the ``found`` column; ``share`` divides each row by its total (with
-        ``misses_only``: the share of the misses)."""
+        (``category``, ``language``, ``gold_age``: the gold's age binned by ``bins`` days, or
+        another column of ``to_frame()``) adds a row level; ``misses_only`` drops the ``found``
+        column; ``share`` divides each row by its total (with ``misses_only``: the share of the
+        misses)."""
         frame = self.to_frame().reset_index()
+        if by == "gold_age":
+            if "gold_age_days" not in frame.columns:
+                raise InvalidInput("by", "gold_age needs the dataset's gold ages", by)
+            cut = pd.cut(frame["gold_age_days"], bins=list(bins), right=False)
+            frame["gold_age"] = cut.cat.rename_categories(
+                [f"{iv.left:g}-{iv.right:g} d" for iv in cut.cat.categories])
         if by is not None and by not in frame.columns:
             raise InvalidInput("by", "a column of the report's frame: "
                                + ", ".join(c for c in frame.columns if c != "stage"), by)

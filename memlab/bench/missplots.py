@@ -45,9 +45,10 @@ def _label(index_value) -> str:
 
 
 def _stacked(ax: Axes, table: pd.DataFrame, colours: dict[str, str], *, share: bool,
-             names: dict[str, str] | None = None) -> None:
+             names: dict[str, str] | None = None, counts: pd.Series | None = None) -> None:
     """Horizontal stacked bars, one per row of ``table`` (top to bottom), one segment per column;
-    a segment of at least 6% of the axis is labelled with its value."""
+    a segment of at least 6% of the axis is labelled with its value; ``counts``: each bar's
+    number of questions, shown after its label."""
     y = np.arange(len(table))[::-1]
     left = np.zeros(len(table))
     span = float(table.sum(axis=1).max() or 1.0)
@@ -60,14 +61,18 @@ def _stacked(ax: Axes, table: pd.DataFrame, colours: dict[str, str], *, share: b
                 ax.text(x0 + v / 2, yi, f"{v:.0%}" if share else f"{v:g}", ha="center",
                         va="center", fontsize=8)
         left += values
-    ax.set_yticks(y, [_label(i) for i in table.index])
+    labels = [_label(i) for i in table.index]
+    if counts is not None:
+        labels = [f"{lab} (n={int(n)})" for lab, n in zip(labels, counts)]
+    ax.set_yticks(y, labels)
 
 
 def where_lost_bars(report: MissReport, *, ax: Axes | None = None, share: bool = True,
                     misses_only: bool = True, by: str | None = None,
                     figsize: tuple[float, float] | None = None) -> Figure:
     """Where each preset loses the gold: one stacked bar per preset (per preset and ``by`` group
-    with ``by``), one segment per stage (:data:`memlab.bench.trace.STAGES`).
+    with ``by``), one segment per stage (:data:`memlab.bench.trace.STAGES`); with ``share``, each
+    bar's label says how many questions (misses) it holds.
 
     Args:
         report: a :class:`memlab.bench.misses.MissReport` (``explain_misses(...)``).
@@ -82,11 +87,13 @@ def where_lost_bars(report: MissReport, *, ax: Axes | None = None, share: bool =
     if not isinstance(report, MissReport):
         raise InvalidInput("report", "a MissReport (memlab.bench.misses.explain_misses)",
                            type(report).__name__)
+    counts = report.summary(by=by, misses_only=misses_only)
     table = report.summary(by=by, share=share, misses_only=misses_only)
     table = table.loc[:, (table.fillna(0) > 0).any(axis=0)]   # stages nobody reaches: no legend
     fig, ax = _axes(ax, figsize or (8.0, 1.2 + 0.45 * max(1, len(table))))
     _stacked(ax, table.fillna(0.0), STAGE_COLOURS, share=share,
-             names={s: f"{s}: {STAGE_DESCRIPTIONS[s]}" for s in STAGES})
+             names={s: f"{s}: {STAGE_DESCRIPTIONS[s]}" for s in STAGES},
+             counts=counts.sum(axis=1) if share else None)
     ks = sorted({t.k for t in report.traces.values()})
     cut = "/".join(f"recall@{k}" for k in ks)
     what = "misses" if misses_only else "questions"

@@ -232,6 +232,10 @@ def test_explain_misses_on_a_replayed_dataset(tmp_path, tiny_bench_folder, hashi
     assert shares.loc["rrf", "not_stored"] == 0.5 and shares.loc["rrf", "outranked"] == 0.5
     by_cat = report.summary(by="category")
     assert by_cat.loc[("cos", "things"), "outranked"] == 1
+    by_age = report.summary(by="gold_age", bins=(-30, 0, 8, 30))
+    assert by_age.loc[("rrf", "-30-0 d"), "not_stored"] == 1      # written 20 days later
+    assert by_age.loc[("rrf", "0-8 d"), "outranked"] == 1         # u1::q3: 7 days
+    assert by_age.loc[("rrf", "8-30 d"), "found"] == 2
     assert report.question("u1::q3", "rrf").stage == "outranked"
     assert set(report.question("u1::q3")) == {"cos", "rrf"}
     # the best rank is the benchmark's: 1 / mrr
@@ -263,7 +267,7 @@ def test_where_lost_bars_draws_one_bar_per_preset_and_stage(tmp_path, tiny_bench
     (ax, ) = fig.axes
     assert "tiny-bench" in ax.get_title() and "recall@1" in ax.get_title()
     ticks = dict(zip(ax.get_yticks(), (t.get_text() for t in ax.get_yticklabels())))
-    assert [ticks[y] for y in sorted(ticks, reverse=True)] == ["cos", "rev"]  # top to bottom
+    assert [ticks[y] for y in sorted(ticks, reverse=True)] == ["cos (n=2)", "rev (n=2)"]
     # two stages reached (not_stored, outranked), one segment each per preset: 0.5 + 0.5
     assert len(ax.patches) == 4
     assert sorted(p.get_width() for p in ax.patches) == [0.5] * 4
