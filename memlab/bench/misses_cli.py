@@ -29,7 +29,9 @@ def explain_misses_cmd(
     k: Optional[int] = typer.Option(None, "-k", "--k", help="The cut-off: a question is missed "
                                     "when no gold item ranks in the top k (default bench.k)."),
     limit: Optional[int] = limit_option(),
-    by: Optional[str] = typer.Option(None, "--by", help="Also per group: category, language or gold_age (the gold's age at the question, binned 0-7-14-30-90 days)."),
+    by: Optional[str] = typer.Option(
+        None, "--by", help="Also per group: category, language or gold_age (the gold's age at "
+        "the question, binned 0-7-14-30-90 days)."),
     question: Optional[List[str]] = typer.Option(
         None, "--question", help="Print the stage trace of this question "
         "(conversation::query; repeatable)."),
