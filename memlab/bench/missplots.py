@@ -40,8 +40,8 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
     return fig, fig.add_subplot()
 
 
-def _label(index_value) -> str:
-    return " · ".join(map(str, index_value)) if isinstance(index_value, tuple) else str(index_value)
+def _label(value) -> str:
+    return " · ".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def _stacked(ax: Axes, table: pd.DataFrame, colours: dict[str, str], *, share: bool,

@@ -84,7 +84,8 @@ def gold_ages(ds: Dataset) -> pd.Series:
     stamps = {(c, it.item_id): it.timestamp for c in ds.conversations() for it in ds.items_of(c)}
     out = {}
     for q in ds.questions:
-        ts = [stamps[(q.conversation_id, e)] for e in q.evidence if (q.conversation_id, e) in stamps]
+        c = q.conversation_id
+        ts = [stamps[(c, e)] for e in q.evidence if (c, e) in stamps]
         out[f"{q.conversation_id}::{q.query_id}"] = (
             min((q.asked_at - t).total_seconds() for t in ts) / 86_400.0 if ts else np.nan)
     return pd.Series(out, name="gold_age_days", dtype=float)

@@ -236,6 +236,7 @@ def test_explain_misses_on_a_replayed_dataset(tmp_path, tiny_bench_folder, hashi
     assert by_age.loc[("rrf", "-30-0 d"), "not_stored"] == 1      # written 20 days later
     assert by_age.loc[("rrf", "0-8 d"), "outranked"] == 1         # u1::q3: 7 days
     assert by_age.loc[("rrf", "8-30 d"), "found"] == 2
+    assert by_age.loc["cos"].index.tolist() == ["-30-0 d", "0-8 d", "8-30 d"]   # age order
     assert report.question("u1::q3", "rrf").stage == "outranked"
     assert set(report.question("u1::q3")) == {"cos", "rrf"}
     # the best rank is the benchmark's: 1 / mrr
