@@ -92,7 +92,8 @@ class MissReport:
         stages = list(MISS_STAGES if misses_only else STAGES)
         frame = frame[frame["stage"].isin(stages)]
         groups = frame.groupby(keys, sort=by == "gold_age", observed=True, dropna=False)
-        table = (groups["stage"].value_counts().unstack("stage").reindex(columns=stages).fillna(0).astype(int))
+        table = (groups["stage"].value_counts().unstack("stage").reindex(columns=stages)
+                 .fillna(0).astype(int))
         table.columns.name = "stage"
         order = [p for p in self.presets if p in table.index.get_level_values("preset")]
         table = table.reindex(order, level="preset") if by else table.reindex(order)
