@@ -4,6 +4,8 @@ the tiny dataset of tests/conftest.py replayed for real."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,7 +21,11 @@ from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
 from memlab.recall.features import Features, make_columns
 
-from conftest import day
+
+def day(n: float) -> datetime:
+    """``n`` days after 2024-01-01T00:00Z (other folders have a conftest too: no import)."""
+    return datetime(2024, 1, 1, tzinfo=timezone.utc) + timedelta(days=n)
+
 
 #: reverie with an absolute floor at 0.5 (lexical never passes), k = 2 of 2 ranked, one
 #: permanent memory per question, a 100-character budget; dedup at the default Jaccard 0.82
