@@ -13,6 +13,7 @@ from memlab.cliutil import (cache_dir_option, dataset_option, failing, json_out_
                             limit_option, loader_option, loader_options, path_option,
                             quiet_option, set_option)
 from memlab.config import parse_assignments
+from memlab.errors import InvalidInput
 
 DEFAULT_PRESETS = "reverie,hybrid_rrf"
 
@@ -56,6 +57,8 @@ def explain_misses_cmd(
     from memlab.bench.trace import STAGE_DESCRIPTIONS
 
     with failing():
+        if out is not None and out.suffix not in (".parquet", ".csv"):
+            raise InvalidInput("--out", "a .parquet or .csv file name", str(out))
         overrides = parse_assignments(set_)
         if cache_dir is not None:
             overrides["bench.cache_dir"] = str(cache_dir)

@@ -234,3 +234,6 @@ def test_explain_misses_cli_prints_the_table_and_a_question_trace(tmp_path, tiny
         "--set", "embedding.backend=hashing", "--cache-dir", str(cache_dir), "--question",
         "u1::nope"])
     assert bad.exit_code == 2 and "u1::nope" in bad.stderr
+    early = CliRunner().invoke(app, ["explain-misses", "--dataset", str(tiny_bench_folder),
+                                     "--out", "x.xlsx"])
+    assert early.exit_code == 2 and "--out" in early.stderr and "x.xlsx" in early.stderr
