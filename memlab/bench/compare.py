@@ -224,7 +224,8 @@ class Comparison:
                 bins: Sequence[float] = AGE_BINS) -> pd.DataFrame:
         """The paired test and win/tie/loss counts overall (row ``all``) and, with ``by``
         (``category``, ``language``, ``gold_age``: binned by ``bins`` days, or another column of
-        ``to_frame()``), per group; each group's p-value from its own questions."""
+        ``to_frame()``), per group in sorted order; each group's p-value from its own
+        questions."""
         rows = {"all": self._row(self.frame)}
         if by is not None:
             for group, sub in self._groups(by, bins):
@@ -242,7 +243,8 @@ class Comparison:
             return [(f"{iv.left:g}-{iv.right:g} d", self.frame[cut == iv])
                     for iv in cut.cat.categories if (cut == iv).any()]
         values = self._column(by)
-        return [(str(g), self.frame[values == g]) for g in pd.unique(values.dropna())]
+        return [(str(g), self.frame[values == g])
+                for g in sorted(pd.unique(values.dropna()), key=str)]
 
     def _column(self, name: str) -> pd.Series:
         if name not in self.frame.columns or self.frame[name].isna().all():

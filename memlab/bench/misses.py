@@ -91,7 +91,7 @@ class MissReport:
         keys = ["preset"] + ([by] if by else [])
         stages = list(MISS_STAGES if misses_only else STAGES)
         frame = frame[frame["stage"].isin(stages)]
-        groups = frame.groupby(keys, sort=by == "gold_age", observed=True, dropna=False)
+        groups = frame.groupby(keys, sort=True, observed=True, dropna=False)   # groups in order
         table = (groups["stage"].value_counts().unstack("stage").reindex(columns=stages)
                  .fillna(0).astype(int))
         table.columns.name = "stage"

@@ -149,6 +149,8 @@ def test_bench_results_outcomes_and_folders_are_runs(tmp_path, bench_out):
     assert from_outcome.to_frame()["gold_age_days"].to_dict() == {
         "u1::q1": 9.0, "u1::q2": -20.0, "u1::q3": 7.0, "u2::q1": 9.0}
     assert from_outcome.to_frame().loc["u1::q3", "best_rank_a"] == 2    # conftest: rank 2
+    assert from_outcome.summary(by="category").index.tolist() == [
+        "all", "music", "pets", "things", "travel"]                       # sorted groups
     run_dir = write_artifacts(out, run_folder(tmp_path / "results", "tiny", stamp="x")).run_dir
     report = tmp_path / "report.json"
     report.write_text(json.dumps({**out.to_json(), "artifacts": str(run_dir),

@@ -238,6 +238,7 @@ def test_explain_misses_on_a_replayed_dataset(tmp_path, tiny_bench_folder, hashi
     assert shares.loc["rrf", "not_stored"] == 0.5 and shares.loc["rrf", "outranked"] == 0.5
     by_cat = report.summary(by="category")
     assert by_cat.loc[("cos", "things"), "outranked"] == 1
+    assert by_cat.loc["cos"].index.tolist() == ["music", "pets", "things", "travel"]   # sorted
     by_age = report.summary(by="gold_age", bins=(-30, 0, 8, 30))
     assert by_age.loc[("rrf", "-30-0 d"), "not_stored"] == 1      # written 20 days later
     assert by_age.loc[("rrf", "0-8 d"), "outranked"] == 1         # u1::q3: 7 days
