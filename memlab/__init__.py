@@ -40,6 +40,18 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 }
 
 
+def compare(run_a, run_b, *, metric: str = "recall@10", dataset: str | None = None,
+            method: str | None = None, resamples: int | None = None, seed: int | None = None):
+    """Compare two benchmark runs question by question: the gold's best rank under each,
+    win/tie/loss on ``metric`` and the paired test, filterable by category, language and gold
+    age; see :func:`memlab.bench.compare.compare` (what a run may be: a bench result, a results
+    folder or JSON report, a per-query frame)."""
+    from memlab.bench.compare import compare as _compare
+
+    return _compare(run_a, run_b, metric=metric, dataset=dataset, method=method,
+                    resamples=resamples, seed=seed)
+
+
 def __getattr__(name: str):
     where = _LAZY.get(name)
     if where is None:
@@ -54,7 +66,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = [*_LAZY, "__version__"]
+__all__ = [*_LAZY, "compare", "__version__"]
 
 # In a Jupyter kernel, a matplotlib Figure that memlab returns is shown as a PNG (no %matplotlib
 # needed); anywhere else this does nothing (memlab.notebook).

@@ -1,5 +1,5 @@
 """``memlab ...``: config, where, add, recall, store (check, rebuild), card (sync), history, pin, unpin,
-contradictions, datasets, bench, sweep, fit, jobs, status, serve."""
+contradictions, datasets, bench, explain-misses, sweep, fit, jobs, status, serve."""
 
 from __future__ import annotations
 
@@ -421,6 +421,7 @@ def fit_cmd(
 def _mount() -> None:
     from memlab.bench.cli import bench
     from memlab.bench.datasets.cli import datasets_app
+    from memlab.bench.misses_cli import explain_misses_cmd
     from memlab.jobs.cli import contradictions_cmd, jobs_app
     from memlab.lifecycle.cli import consolidate_cmd
     from memlab.serve.cli import serve_cmd, status_cmd
@@ -434,6 +435,7 @@ def _mount() -> None:
     app.add_typer(jobs_app, name="jobs")
     app.command("contradictions")(contradictions_cmd)   # the alias of `memlab jobs contradictions`
     app.command("bench")(bench)
+    app.command("explain-misses")(explain_misses_cmd)
     app.command("sweep")(sweep_cmd)
     app.command("consolidate")(consolidate_cmd)
     app.command("status")(status_cmd)

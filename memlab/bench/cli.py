@@ -16,7 +16,7 @@ from memlab.cliutil import (run_overrides, cache_dir_option, config_option, data
                             failing, json_out_option, limit_option, loader_option, loader_options,
                             no_track_option, no_vram_gate_option, path_option, quiet_option,
                             set_option, tracking_uri_option)
-from memlab.errors import MemlabError
+from memlab.errors import InvalidInput, MemlabError
 from memlab.files import write_atomic
 from memlab.home import find_home, under_home
 
@@ -69,6 +69,10 @@ def bench(
     metric: Optional[List[str]] = typer.Option(
         None, "--metric", help="Metric(s) of the per-category tables, repeatable or a comma "
         "list, e.g. ndcg@10,mrr (default recall@10; cut-offs from bench.ks)."),
+    per_query: Optional[Path] = typer.Option(
+        None, "--per-query", help="Write the presets question by question (.parquet or .csv): "
+        "category, language, gold age, each preset's best gold rank and recall@bench.k, and "
+        "win/tie/loss against the first preset (memlab.bench.compare.per_question)."),
 ) -> None:
     """Benchmark recall on a labelled dataset: recall@k, nDCG@k, MRR overall and per category.
 
@@ -91,6 +95,8 @@ def bench(
             per_category = check_metrics([m.strip() for ms in metric for m in ms.split(",")
                                           if m.strip()], [cfg for _, cfg in presets])
         uri = None
+        if per_query is not None and per_query.suffix not in (".parquet", ".csv"):
+            raise InvalidInput("--per-query", "a .parquet or .csv file name", str(per_query))
         if not no_track:          # a bad URI stops here, not after the run
             from memlab.bench.tracking import resolve_tracking_uri
 
@@ -111,6 +117,8 @@ def bench(
     if json_out is not None and report_ok:
         typer.echo(f"wrote {json_out}")
     errors = write_artifacts(out, run_dir).errors
+    if per_query is not None:
+        errors += _write_per_query(out, per_query)
     if not no_track:
         from mlflow.exceptions import MlflowException
 
@@ -132,6 +140,26 @@ def bench(
         report_ok = write_report(report, json_out)
     if not report_ok:
         raise typer.Exit(1)
+
+
+def _write_per_query(out: BenchOutcome, path: Path) -> list[dict[str, str]]:
+    """--per-query: the per-question frame, and a line per preset of its wins, ties and losses
+    against the first; a file that cannot be written is an artifact error (returned)."""
+    from memlab.bench.compare import per_question, write_per_question
+
+    frame = per_question(out)
+    base, metric = frame.attrs["baseline"], frame.attrs["metric"]
+    typer.echo("")
+    for r in out.results[1:]:
+        n = frame[f"outcome:{r.name}"].value_counts()
+        typer.echo(f"{r.name} vs {base}, {metric} per question: {n.get('win', 0)} wins, "
+                   f"{n.get('tie', 0)} ties, {n.get('loss', 0)} losses")
+    try:
+        write_per_question(frame, path, where="--per-query")
+    except (OSError, MemlabError) as exc:
+        return [{"path": str(path), "error": f"{type(exc).__name__}: {exc}"}]
+    typer.echo(f"wrote {path} ({len(frame)} questions)")
+    return []
 
 
 def write_report(report: dict[str, Any], path: Path) -> bool:

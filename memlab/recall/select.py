@@ -17,10 +17,16 @@ Per query, after :func:`memlab.recall.score.score`:
 
 Steps 1, 2 and the permanent cap are vectorised over all queries at once; the walk is a Python loop
 per query that stops as soon as k memories are chosen.
+
+What the walk did can be recorded: pass a :class:`SelectTrace` as ``trace=`` and it receives the
+order the walk reads (after the gates and the permanent cap) and, for every memory the walk passed
+over, why (budget or dedup) and how many memories were chosen before it. Stage traces
+(:mod:`memlab.bench.trace`) read it; the selection is the same with or without it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -31,7 +37,25 @@ from memlab.errors import InvalidInput
 from memlab.recall.features import LAYER_CODES, Table, column, n_rows
 from memlab.recall.score import INTENT_FIRST, Scored
 
-__all__ = ["select", "explain_columns", "explain_frame"]
+__all__ = ["select", "SelectTrace", "explain_columns", "explain_frame"]
+
+#: why the walk passed over a memory (:attr:`SelectTrace.skipped`)
+SKIP_BUDGET, SKIP_DEDUP = "budget", "dedup"
+
+
+@dataclass
+class SelectTrace:
+    """What one :func:`select` call did, filled in when it is passed as ``trace=``.
+
+    ``order``: the table positions that passed the gates (eligible and relevant) and the
+    permanent cap, grouped by qid and best first: the order the walk reads them (a position of a
+    gated row that is missing here was cut by the permanent cap). ``skipped``: position ->
+    (``"budget"`` or ``"dedup"``, memories chosen for its query before it) for every memory the
+    walk passed over; the walk of a query stops at k chosen, so a row after that is in neither.
+    """
+
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    skipped: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
 def _candidates(table: Table, scored: Scored, cfg: MemlabConfig
@@ -58,12 +82,14 @@ def _candidates(table: Table, scored: Scored, cfg: MemlabConfig
 
 
 def select(table: Table, scored: Scored, *, terms: Mapping[int, frozenset[str]], k: int,
-           cfg: MemlabConfig) -> list[np.ndarray]:
+           cfg: MemlabConfig, trace: SelectTrace | None = None) -> list[np.ndarray]:
     """Selected table positions (``iloc``), one int64 array per qid 0..max(qid), best first.
 
     ``terms`` maps a memory's ``row`` to its term set (``memory_terms``), used for dedup; a row that
     reaches the walk without a term set raises :class:`InvalidInput`. A qid without rows gets an
-    empty array. ``k`` below 1 selects 1, as the spec's ``max(1, k)``.
+    empty array. ``k`` below 1 selects 1, as the spec's ``max(1, k)``. ``trace``: a
+    :class:`SelectTrace` that receives the walk's order and what it skipped (the result is the
+    same without it).
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise InvalidInput("k", "must be an integer", k)
@@ -87,6 +113,9 @@ def select(table: Table, scored: Scored, *, terms: Mapping[int, frozenset[str]],
     event_time = column(table, "event_time", np.float64)
 
     order, q = _candidates(table, scored, cfg)
+    skipped = None
+    if trace is not None:
+        trace.order, skipped = order, trace.skipped
     out: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(int(qid_all.max()) + 1)]
     if order.size == 0:
         return out
@@ -100,6 +129,8 @@ def select(table: Table, scored: Scored, *, terms: Mapping[int, frozenset[str]],
         for pos in order[s:e].tolist():
             length = lengths[pos]
             if used + length > budget:
+                if skipped is not None:
+                    skipped[pos] = (SKIP_BUDGET, len(chosen))
                 continue
             row = row_ids[pos]
             try:
@@ -115,6 +146,8 @@ def select(table: Table, scored: Scored, *, terms: Mapping[int, frozenset[str]],
                     duplicate = True
                     break
             if duplicate:
+                if skipped is not None:
+                    skipped[pos] = (SKIP_DEDUP, len(chosen))
                 continue
             chosen.append(pos)
             chosen_terms.append((t, nt))

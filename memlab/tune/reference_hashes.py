@@ -20,5 +20,5 @@ RECORDED = {
     "memlab.recall.score:rrf": "a12547a86c368186",
     "memlab.recall.score:score": "a6e1c32b78b40e33",
     "memlab.recall.select:_candidates": "61e9c833aaf9bd61",
-    "memlab.recall.select:select": "fc63f7ac20a7232a",
+    "memlab.recall.select:select": "de95875c45ada06f",
 }

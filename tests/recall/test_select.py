@@ -9,7 +9,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
 from memlab.recall.features import make_table
 from memlab.recall.score import Scored, score
-from memlab.recall.select import explain_frame, select
+from memlab.recall.select import SelectTrace, explain_frame, select
 
 CFG = MemlabConfig().replace(**{"recall.floor_mode": "absolute",   # floor off: pure formulas
                                 "recall.relevance_floor": 0.0})
@@ -151,3 +151,45 @@ def test_explain_frame_of_an_empty_recall():
     assert df.empty and list(df.columns) == ["rank", "qid", "row", "id", "text", "score"]
     with pytest.raises(InvalidInput, match="scored"):
         explain_frame(make_table(cosine=[0.1]), None, [0], None, None)
+
+
+# ----------------------------------------------------------------------------- the walk's trace
+
+def test_trace_records_budget_and_dedup_skips_with_the_picks_before_them():
+    # rows by score: 0 (3000 chars), 1 (1000: 3000 + 1000 > 3600, budget), 2 (duplicate of 0),
+    # 3 (kept), 4 (after k = 2 picks: not walked)
+    t = make_table(text_len=[3000, 1000, 10, 10, 10])
+    s = _scored([0.9, 0.8, 0.7, 0.6, 0.5])
+    terms = {0: frozenset("ab"), 1: frozenset("c"), 2: frozenset("ab"), 3: frozenset("d"),
+             4: frozenset("e")}
+    tr = SelectTrace()
+    out = select(t, s, terms=terms, k=2, cfg=CFG, trace=tr)
+    assert [a.tolist() for a in out] == [[0, 3]]
+    assert tr.skipped == {1: ("budget", 1), 2: ("dedup", 1)}
+    assert tr.order.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_trace_order_is_after_the_gates_and_the_permanent_cap():
+    cfg = CFG.replace(**{"recall.permanent_limit": 1})
+    t = make_table(qid=[0, 0, 0, 1, 1], layer=[0, 0, 1, 1, 1], text_len=[10] * 5)
+    s = _scored([0.9, 0.8, 0.7, 0.2, 0.6], eligible=[True, True, True, False, True])
+    tr = SelectTrace()
+    select(t, s, terms=_terms(5), k=5, cfg=cfg, trace=tr)
+    # row 1: the second permanent row of qid 0 (cap 1); row 3: not eligible
+    assert tr.order.tolist() == [0, 2, 4] and tr.skipped == {}
+
+
+def test_the_trace_does_not_change_the_selection():
+    rng = np.random.default_rng(7)
+    n = 400
+    t = make_table(qid=np.sort(rng.integers(0, 20, n)), layer=rng.integers(0, 3, n),
+                   importance=rng.random(n), text_len=rng.integers(50, 900, n))
+    s = _scored(rng.random(n), eligible=rng.random(n) > 0.1, relevant=rng.random(n) > 0.1)
+    terms = {r: frozenset(rng.choice(list("abcdefg"), 3)) for r in range(n)}
+    cfg = CFG.replace(**{"recall.permanent_limit": 2})
+    plain = select(t, s, terms=terms, k=8, cfg=cfg)
+    tr = SelectTrace()
+    traced = select(t, s, terms=terms, k=8, cfg=cfg, trace=tr)
+    assert [a.tolist() for a in plain] == [a.tolist() for a in traced]
+    assert {why for why, _ in tr.skipped.values()} == {"budget", "dedup"}
+    assert all(before < 8 for _, before in tr.skipped.values())
