@@ -31,8 +31,12 @@ A permanent or pinned gold has R = 1.
   "RMSE (bins)") and ROC AUC (scikit-learn), for the fitted ``theta`` and for the spec's (the
   same link refitted with ``theta`` fixed at the configuration's values).
 - **Uncertainty**: a bootstrap over conversations (resampled with replacement, refitted; the
-  2.5 and 97.5 percentiles) and the standard error of ``ln theta`` from the numerical Hessian of
-  the penalised loss (``exp(ln theta +- 1.96 se)``).
+  2.5 and 97.5 percentiles: ``low``, ``high``) and the standard error of ``ln theta`` from the
+  numerical Hessian of the penalised loss (``exp(ln theta +- 1.96 se)``: ``se_low``,
+  ``se_high``). The bootstrap respects that one conversation's questions share a user, but with
+  few conversations it has few distinct resamples (2 conversations: 3) and comes out too narrow;
+  the Hessian's treats questions as independent. ``settings["conversations"]`` says how many the
+  fit had.
 
 What the fitted half-lives mean: the speed at which *this system's* recall of a gold memory falls
 with its age, read through memlab's retention curve; a value above the spec's says its recall
@@ -387,7 +391,8 @@ def fit_forgetting(events: pd.DataFrame, *, cfg: MemlabConfig,
                          {"prior_sd": prior_sd, "weighting": weighting,
                           "test_fraction": test_fraction, "bootstrap": bootstrap, "seed": seed,
                           "metric": events.attrs.get("metric"), "converged": bool(res.success),
-                          "train": int(len(train)), "test": int(test_mask.sum())})
+                          "train": int(len(train)), "test": int(test_mask.sum()),
+                          "conversations": int(events["conversation_id"].iloc[train].nunique())})
 
 
 def _layer_of(key: str) -> int | None:

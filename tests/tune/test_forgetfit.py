@@ -95,6 +95,10 @@ def test_validation_by_its_formulas():
     rmse = math.sqrt(((g["y"].mean() - g["p"].mean()) ** 2 * g.size()).sum() / len(y))
     assert fit.validation.loc["fitted", "rmse_bins"] == pytest.approx(rmse)
     assert fit.validation.loc["spec", "n"] == len(held) == fit.settings["test"]
+    # conversation c asks on day c: the last moments are held out, the rest fit
+    train = fit.events[~fit.events["test"]]
+    assert fit.settings["conversations"] == train["conversation_id"].nunique() < 10
+    assert train["asked_at"].max() < held["asked_at"].min()
     # the predictions are base + gain * memlab's retention of each event's memory
     r = fg.retention(held["layer"], held["age_days"], held["importance"], held["emotion"],
                      held["references"], np.zeros(len(held), bool),
