@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,8 +25,8 @@ from memlab.bench.goldage import AGE_BINS, bin_labels, wilson_interval
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
 
-if TYPE_CHECKING:
-    from memlab.tune.forgetfit import ForgettingFit
+#: a :class:`memlab.tune.forgetfit.ForgettingFit` (tune sits above bench: not imported here)
+ForgettingFit = Any
 
 __all__ = ["retention_plot", "half_life_plot", "eligibility_plot", "cue_reactivation_plot",
            "recall_by_age_plot", "forgetting_fit_plot", "calibration_plot"]
@@ -200,7 +200,7 @@ def _binned(ev: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return out
 
 
-def forgetting_fit_plot(fit: "ForgettingFit", *, dataset: str, held_out: bool = True,
+def forgetting_fit_plot(fit: ForgettingFit, *, dataset: str, held_out: bool = True,
                         ax: Axes | None = None) -> Figure:
     """Recall of the gold against its age (held-out events, or all): observed per age bin with
     Wilson intervals, and the mean predicted recall of the fitted and of the spec's curve."""
@@ -226,7 +226,7 @@ def forgetting_fit_plot(fit: "ForgettingFit", *, dataset: str, held_out: bool = 
     return fig
 
 
-def calibration_plot(fit: "ForgettingFit", *, dataset: str, bins: int = 8,
+def calibration_plot(fit: ForgettingFit, *, dataset: str, bins: int = 8,
                      ax: Axes | None = None) -> Figure:
     """Observed recall against predicted recall on the held-out events (quantile bins of the
     prediction), for the fitted and the spec's curve; the diagonal is perfect calibration."""
