@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         from memlab.vram.clients import SentenceTransformerClient, gated_embedder
         from memlab.vram.devices import SimulatedDevice
         from memlab.vram.gate import VRAMGate
-        from memlab.vram.trace import plot_timeline
+        from memlab.vram.plots import vram_timeline
     except ImportError as exc:
         print(f"vram_gpu_check: the VRAM gate is not available ({exc})", file=sys.stderr)
         return 1
@@ -253,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
     with (out / "probes.jsonl").open("w", encoding="utf-8") as fh:
         for row in probes.rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    fig = plot_timeline(trace, gate.capacity_mb if hasattr(gate, "capacity_mb") else capacity)
+    fig = vram_timeline(trace, gate.capacity_mb if hasattr(gate, "capacity_mb") else capacity,
+                        workload=f"vram_gpu_check on {device.name}")
     fig.savefig(out / "timeline.png", dpi=120)
     frame = trace.to_frame()
     loads = [m for e, m in zip(frame["event"], frame["model"]) if e == "load"]

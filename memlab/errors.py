@@ -8,23 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The longest shown value (characters of its repr) in a message.
+#: The longest text shown whole in an InvalidInput message (longer: cut, with "...").
 SHOWN_MAX = 80
 
 
-def shown(value: Any) -> str:
-    """``repr(value)`` for a message, at most :data:`SHOWN_MAX` characters (a string: cut inside
-    its quotes); an integer too long for Python to print (over 4,300 digits) by its size. Never
-    raises."""
+def shown(value: Any, *, cut: int | None = None) -> str:
+    """``repr(value)`` for a message: a string longer than ``cut`` cut inside its quotes; an
+    integer too long for Python to print (over 4,300 digits) by its size; a value whose repr
+    fails by its type. Never raises."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4_000:
         return f"<an integer of {value.bit_length():,} bits>"
-    if isinstance(value, str):   # cut inside the quotes (as before), so the cut shows
-        return repr(value if len(value) <= SHOWN_MAX else value[:SHOWN_MAX - 3] + "...")
+    if isinstance(value, str) and cut is not None and len(value) > cut:
+        value = value[:cut - 3] + "..."
     try:
-        text = repr(value)
+        return repr(value)
     except (ValueError, RecursionError) as exc:   # a value whose repr itself fails
         return f"<{type(value).__name__}: unprintable ({type(exc).__name__})>"
-    return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + "..."
 
 
 class MemlabError(Exception):
@@ -44,7 +43,7 @@ class InvalidInput(MemlabError, ValueError):
 
     def __init__(self, field: str, rule: str, value: Any = None) -> None:
         self.field, self.rule, self.value = field, rule, value
-        super().__init__(f"{field}: {rule} (got {shown(value)})")
+        super().__init__(f"{field}: {rule} (got {shown(value, cut=SHOWN_MAX)})")
 
 
 class UnsafeWrite(InvalidInput):

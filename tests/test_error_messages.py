@@ -6,12 +6,13 @@ from memlab.errors import SHOWN_MAX, ConfigError, InvalidInput, shown
 import pytest
 
 
-def test_a_value_is_shown_bounded():
-    assert shown("a" * 10) == repr("a" * 10)
-    assert shown("a" * 1000) == repr("a" * (SHOWN_MAX - 3) + "...")
-    assert len(shown(list(range(1000)))) == SHOWN_MAX and shown(list(range(1000))).endswith("...")
+def test_a_value_is_shown_as_its_repr_and_never_fails():
+    assert shown("a" * 10) == repr("a" * 10) and shown("a" * 1000) == repr("a" * 1000)
+    assert shown("a" * 1000, cut=SHOWN_MAX) == repr("a" * (SHOWN_MAX - 3) + "...")
+    assert shown(list(range(3))) == "[0, 1, 2]"
     assert shown(10 ** 5000) == "<an integer of 16,610 bits>"       # repr would raise ValueError
     assert shown(10 ** 20) == repr(10 ** 20) and shown(True) == "True"
+    assert str(InvalidInput("text", "too long", "x" * 200)).endswith("...')")   # cut at 80
 
 
 def test_an_integer_too_long_to_print_is_named_not_a_raw_value_error():

@@ -13,6 +13,7 @@ PACKAGE = Path(memlab.__file__).resolve().parent
 #: bottom to top; a layer may import from itself and from every layer with a smaller rank
 RANK = {
     "errors": 0, "types": 0, "clock": 0, "version": 0, "files": 0,
+    "yamlfile": 0.5,     # YAML files read strictly (duplicate keys, depth): config and spaces
     "config": 1, "inputs": 1, "text": 1,
     "safety": 1.5,       # pure checks of what is written and recalled (config, errors, types only)
     "cliutil": 1.5,      # what the command modules share (fail, option declarations, config of

@@ -344,6 +344,9 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
             metrics=shared_metrics([r.config for r in results]))
         timings["significance"] = time.perf_counter() - t2
     counts["questions_without_evidence_dropped"] = no_gold
+    if vram is not None:   # what the gate saw is the replay's only when there was one
+        vram.features_cached = all(r.counts.get("feature_cache_hit") == 1
+                                   for r in groups.values())
     timings["total"] = time.perf_counter() - t0
     timings["peak_rss_mb"] = _peak_rss_mb()
     return BenchOutcome(ds, results, timings, counts,

@@ -19,19 +19,25 @@ Steps, in order (each a memlab choice, documented here and tested in ``tests/saf
 2. NFKC, with the combining marks dropped in between (NFKD, remove category Mn/Me, NFC):
    full-width and other compatibility forms become their plain letters (``ｉ`` -> ``i``,
    ``𝐢`` -> ``i``, ``：`` -> ``:``, ``＜`` -> ``<``), accents go (``ìgnöre`` -> ``ignore``);
-3. look-alikes are folded by an explicit table (:data:`HOMOGLYPHS`): Cyrillic, Greek and Armenian
-   letters that look like Latin ones, Latin small capitals and IPA letters (derived from their
-   Unicode names), look-alike colons, vertical bars and single angle brackets. No well-kept
+3. look-alikes are folded by an explicit table (:data:`HOMOGLYPHS`, the data file
+   ``memlab/data/safety/homoglyphs.json``): Cyrillic, Greek and Armenian letters that look like
+   Latin ones, Latin small capitals and IPA letters (derived from their Unicode names), look-alike
+   colons, vertical bars and single angle brackets, curly and angle double quotes. No well-kept
    confusables library is a dependency of memlab (``confusable_homoglyphs`` is not installed), so
    the table is small and written out; it covers the letters of the configured patterns. It is
    applied before step 2 as well (NFKD would turn the Greek ``ϲ`` into ``σ``). A homoglyph that
-   is not in the table (or leetspeak such as ``1gn0re``) is not folded;
+   is not in the table is not folded (leetspeak such as ``1gn0re`` is read back by
+   :mod:`memlab.safety.views`, another reading of the text);
 4. the traditional Chinese characters of the default patterns are folded to simplified ones
-   (:data:`TRADITIONAL`, a small table: ``無視之前的指令`` -> ``无视之前的指令``);
+   (:data:`TRADITIONAL`, a small table, ``memlab/data/safety/traditional.json``: ``無視之前的
+   指令`` -> ``无视之前的指令``);
 5. case folding (``str.casefold``);
 6. whitespace: every line break becomes ``\\n`` (a role marker such as ``system:`` is matched at
-   the start of a line); a run of three or more single characters separated by single spaces is
-   joined (``i g n o r e  a l l`` -> ``ignore all``: two spaces still part words); other runs of
+   the start of a line); a run of three or more single letters or digits joined by one repeated
+   sign (``.``, ``-``, ``_``, ``*``, ``/``, ``~``, ``+``) is joined (``i.g.n.o.r.e`` -> ``ignore``,
+   ``I-G-N-O-R-E`` -> ``ignore``); a run of three or more single characters separated by single
+   spaces is joined (``i g n o r e  a l l`` -> ``ignore all``: two spaces still part words); other
+   runs of
    whitespace become one space, spaces around a line break are dropped, and a space between two
    CJK characters is removed (``忽 略`` -> ``忽略``).
 
@@ -44,49 +50,33 @@ open-ended wildcard (``\\w``, ``.``, ``[^...]``) with their spaces taken out, wh
 from __future__ import annotations
 
 import functools
+import json
 import re
 import unicodedata
 
-__all__ = ["normalize", "normalize_spelled", "despace", "HOMOGLYPHS", "TRADITIONAL"]
+from memlab.config import SAFETY_DATA
 
-#: Look-alikes folded to the Latin letter or ASCII sign they pass for (memlab's table, step 4).
-HOMOGLYPHS: dict[str, str] = {
-    # Cyrillic
-    "а": "a", "в": "b", "е": "e", "ё": "e", "г": "r", "к": "k", "м": "m", "н": "h", "о": "o",
-    "п": "n", "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i",
-    "ј": "j", "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ү": "y", "ѵ": "v", "ԍ": "g",
-    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C",
-    "Т": "T", "Х": "X", "У": "Y", "Ѕ": "S", "І": "I", "Ј": "J", "Һ": "H", "Ԛ": "Q", "Ԝ": "W",
-    "Ү": "Y", "Ӏ": "l", "Ԁ": "D", "Ԍ": "G",
-    # Greek
-    "α": "a", "β": "b", "γ": "y", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o",
-    "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ϲ": "c", "ϳ": "j", "ω": "w",
-    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
-    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X", "Ϲ": "C", "Ϳ": "J",
-    # Armenian
-    "օ": "o", "ս": "u", "ց": "g", "հ": "h", "ո": "n", "ք": "p", "Տ": "S", "Օ": "O",
-    # Latin letters that pass for others
-    "ı": "i", "ɩ": "i", "ɑ": "a", "ɡ": "g", "ʋ": "u", "ɒ": "a", "ƅ": "b", "ꮃ": "w",
-    # signs of role markers and chat-template tokens
-    "\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'",
-    "∶": ":", "ː": ":", "˸": ":", "꞉": ":", "︰": ":", "׃": ":",
-    "ǀ": "|", "∣": "|", "❘": "|", "│": "|", "┃": "|", "￨": "|", "⏐": "|",
-    "‹": "<", "›": ">", "〈": "<", "〉": ">", "⟨": "<", "⟩": ">", "˂": "<", "˃": ">",
-    "❬": "<", "❭": ">", "❮": "<", "❯": ">", "❰": "<", "❱": ">", "⧼": "<", "⧽": ">",
-    "〈": "<", "〉": ">", "ᐸ": "<", "ᐳ": ">",
-}
+__all__ = ["normalize", "normalize_spelled", "despace", "invisible", "HOMOGLYPHS", "TRADITIONAL"]
 
-#: Traditional characters of the default zh patterns and their simplified forms (step 5).
-_TRAD = ("無視統規設詞約從現開將變為個隻臺機員發處進啟換運獄審過濾輸顯訴複隱裝擬務別會記拋丟棄蓋"
-         "體繞權來訊麼説說當經則們這樣對請話問題認識於")
-_SIMP = ("无视统规设词约从现开将变为个只台机员发处进启换运狱审过滤输显诉复隐装拟务别会记抛丢弃盖"
-         "体绕权来讯么说说当经则们这样对请话问题认识于")
-TRADITIONAL: dict[str, str] = dict(zip(_TRAD, _SIMP))
+def _table(name: str) -> dict[str, str]:
+    """The ``fold`` mapping of a packaged table (``memlab/data/safety/NAME``)."""
+    return json.loads((SAFETY_DATA / name).read_text("utf-8"))["fold"]
+
+
+#: Look-alikes folded to the Latin letter or ASCII sign they pass for (step 3), from
+#: ``memlab/data/safety/homoglyphs.json``.
+HOMOGLYPHS: dict[str, str] = _table("homoglyphs.json")
+
+#: Traditional characters of the default zh patterns and their simplified forms (step 4), from
+#: ``memlab/data/safety/traditional.json``.
+TRADITIONAL: dict[str, str] = _table("traditional.json")
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) (?=[{_CJK}])")
 _SPACES = re.compile(r"[^\S\n]+")
 _SPACED_LETTERS = re.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)")
+# three or more single letters or digits joined by one repeated sign: i.g.n.o.r.e, I-G-N-O-R-E
+_SIGNED_LETTERS = re.compile(r"(?<![^\W_])([^\W_])([._*/~+-])[^\W_](?:\2[^\W_])+(?![^\W_])")
 _AROUND_NL = re.compile(r" ?\n[\n ]*")
 _MARKS = frozenset(("Mn", "Me"))
 
@@ -121,6 +111,12 @@ def _tables() -> tuple[dict[int, str | None], dict[int, str]]:
     return drop, fold
 
 
+def invisible() -> dict[int, str | None]:
+    """Step 1 as a ``str.translate`` table: the invisible characters removed (tag characters
+    to the ASCII they shadow)."""
+    return _tables()[0]
+
+
 def normalize(text: str) -> str:
     """The canonical spelling of ``text`` that the safety rules match (steps in the module
     docstring)."""
@@ -138,9 +134,10 @@ def normalize_spelled(text: str) -> tuple[str, bool]:
         t = unicodedata.normalize("NFC", t).translate(fold).translate(drop)
     t = t.casefold()
     t = "\n".join(t.splitlines())
+    t, signed = _SIGNED_LETTERS.subn(lambda m: m.group(0).replace(m.group(2), ""), t)
     t, spelled = _SPACED_LETTERS.subn(lambda m: m.group(0).replace(" ", ""), t)
     t = _AROUND_NL.sub("\n", _SPACES.sub(" ", t)).strip()
-    return _CJK_SPACE.sub("", t), spelled > 0
+    return _CJK_SPACE.sub("", t), spelled + signed > 0
 
 
 def despace(normalized: str) -> str:

@@ -4,9 +4,11 @@
 owner are validated and before a record is built:
 
 - **hijack refusal** (``safety.refuse_hijack_writes``): each of ``safety.checked_fields`` (the text
-  and, by default, speaker, source quotes and tags) is matched against the hijack rules
-  (:mod:`memlab.safety.rules`); a match raises :class:`~memlab.errors.UnsafeWrite` naming the
-  field, the rule and the pattern. The caller records the refusal (``memory_audit``) and writes
+  and, by default, speaker, source quotes, tags and every key and value of ``meta`` at any depth)
+  is matched against the hijack rules (:mod:`memlab.safety.rules`); a match raises
+  :class:`~memlab.errors.UnsafeWrite` naming the field (``items[0].meta['note']``, a key as
+  ``items[0].meta key``), the rule and the pattern. ``MemoryStore.add_many`` and the workspace
+  import (:mod:`memlab.workspace.sync`, a header's ``meta``) both call it with the item's fields. The caller records the refusal (``memory_audit``) and writes
   nothing else;
 - **untrusted web content never becomes truth** (``source_type == "untrusted_web"``, the spec's
   "网页来源打 untrusted_web 标记且永远不进入真相源"): such an item is stored apart, in
@@ -21,7 +23,7 @@ owner are validated and before a record is built:
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from memlab.config import SafetyConfig
 from memlab.errors import InvalidInput, UnsafeWrite
@@ -33,14 +35,30 @@ __all__ = ["screen_write", "UNTRUSTED_WEB"]
 _UNTRUSTED_RULE = "source_type 'untrusted_web' never becomes truth (Reverie §12)"
 
 
-def _strings(value: Any, field: str) -> Iterator[tuple[str, str]]:
-    """(field path, string) of a field: a string, or each string of a list or tuple."""
-    if isinstance(value, str):
-        yield field, value
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            if isinstance(v, str):
-                yield f"{field}[{i}]", v
+def _strings(value: Any, field: str) -> Iterator[tuple[Callable[[], str], str]]:
+    """(field path, string) of each string in a field: the field itself, each string of a list
+    or tuple, and in a mapping (``meta``) every key and value at any depth, in document order.
+    Walked without recursion, and each path is made only when asked for (a deep ``meta`` would
+    otherwise cost its depth squared)."""
+    stack: list[tuple[tuple, Any]] = [((None, field), value)]   # path: (parent path, step)
+
+    def render(path: tuple) -> str:
+        steps = []
+        while path is not None:
+            path, step = path
+            steps.append(step)
+        return "".join(reversed(steps))
+
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, str):
+            yield (lambda p=path: render(p)), v
+        elif isinstance(v, Mapping):
+            for k, x in reversed(list(v.items())):
+                stack.append(((path, f"[{k!r}]"), x))
+                stack.append(((path, " key"), k))
+        elif isinstance(v, (list, tuple)):
+            stack.extend(((path, f"[{i}]"), x) for i, x in reversed(list(enumerate(v))))
 
 
 def screen_write(text: str, fields: Mapping[str, Any], cfg: SafetyConfig, *,
@@ -63,7 +81,7 @@ def screen_write(text: str, fields: Mapping[str, Any], cfg: SafetyConfig, *,
             for path, s in _strings(value, f"{where}.{name}"):
                 hit = find_hijack(s, cfg)
                 if hit is not None:
-                    raise UnsafeWrite(path, hit.rule, hit.pattern,
+                    raise UnsafeWrite(path(), hit.rule, hit.pattern,
                                       excerpt(hit, cfg.audit_excerpt_chars),
                                       agent_id=out.get("agent_id"), user_id=out.get("user_id"))
     if out.get("source_type") == UNTRUSTED_WEB:

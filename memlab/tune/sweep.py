@@ -316,6 +316,9 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     evaluator = Evaluator(ds, obj, embedder=emb, level=level, macro=macro_categories,
                           progress=progress)
     default_frame = evaluator.frame(base)   # writes the feature cache the workers read
+    if vram is not None:
+        vram.features_cached = all(r.counts.get("feature_cache_hit") == 1
+                                   for r in evaluator.replays.values())
     obj.check(default_frame)
     evaluator.progress = False   # trials replay quietly under the sweep's own bar
     result_folds = None

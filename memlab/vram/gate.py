@@ -33,7 +33,8 @@ Idle reclaim (§5.10.3): :meth:`VRAMGate.reap_idle` unloads every idle resident 
 policy's limit or longer; :meth:`VRAMGate.start_reaper` runs it every ``vram.reaper_interval_s``
 on a daemon thread. Tests drive ``reap_idle`` with a fake clock.
 
-Every decision is a :mod:`memlab.vram.trace` event.
+Every decision is a :mod:`memlab.vram.trace` event (a load's: when it began and how long it took,
+on the gate's clock).
 """
 
 from __future__ import annotations
@@ -340,10 +341,11 @@ class VRAMGate:
             raise InvalidInput("model_id", f"is not registered with the gate (registered: "
                                f"{sorted(self._entries)})", model_id) from None
 
-    def _record(self, event: str, e: _Entry, **kw: Any) -> None:
+    def _record(self, event: str, e: _Entry, *, t: float | None = None, **kw: Any) -> None:
         kw.setdefault("priority", e.priority)
-        self._trace.record(event, t=self._clock(), model=e.model_id, mb=e.estimated_mb,
-                           free_mb=self.device.free_mb(), category=e.category, **kw)
+        self._trace.record(event, t=self._clock() if t is None else t, model=e.model_id,
+                           mb=e.estimated_mb, free_mb=self.device.free_mb(),
+                           category=e.category, **kw)
 
     def _admit(self, e: _Entry, p: int, waited: float) -> bool:
         if e.resident:
@@ -366,13 +368,15 @@ class VRAMGate:
                 return False
         for v in chosen:
             self._evict(v, "sync-preempt" if v.is_working else self.policy.name)
+        began = self._clock()
         e.handle = e.load() if e.load is not None else None
         e.resident = True
         self.device.on_load(e.model_id, e.estimated_mb)
         e.users += 1
         e.last_active_at = self._clock()
         e.release_when_idle = False
-        self._record("load", e, priority=p, wait_s=waited)
+        self._record("load", e, priority=p, wait_s=waited, t=began,
+                     load_s=e.last_active_at - began)
         self._resume(e, p)
         return True
 

@@ -66,6 +66,7 @@ itself reclaimed 20 s after it finishes.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from dataclasses import dataclass, field
@@ -231,6 +232,20 @@ class Workload:
         return cls(str(data.get("name", Path(source).stem)), tuple(models), tuple(turns),
                    tuple(jobs), None if cap is None else seconds(cap, "capacity_mb"))
 
+    def to_dict(self) -> dict[str, Any]:
+        """The workload as :meth:`from_dict` reads it, each repeated event written out and
+        priorities as numbers: ``Workload.from_dict(wl.to_dict(), cfg) == wl``."""
+        models = {m.name: {"mb": m.mb, "priority": m.priority, "category": m.category,
+                           "load_s": m.load_s,
+                           **({} if m.idle_ttl_s is None else {"idle_ttl_s": m.idle_ttl_s})}
+                  for m in self.models}
+        events: list[dict[str, Any]] = [
+            {"at": t.at, "turn": [{"model": m, "s": s} for m, s in t.steps],
+             **({} if t.boost is None else {"boost": t.boost})} for t in self.turns]
+        events += [{"at": j.at, "job": j.model, "s": j.s} for j in self.jobs]
+        return {"name": self.name, "models": models, "events": events,
+                **({} if self.capacity_mb is None else {"capacity_mb": self.capacity_mb})}
+
     @classmethod
     def from_yaml(cls, path: str | Path, cfg: VRAMConfig) -> "Workload":
         import yaml
@@ -260,10 +275,21 @@ class _Actor:
 
 @dataclass
 class SimResult:
+    """One simulation: the policy, the trace (each load with its ``load_s``), the gate's
+    capacity, the summary, and what it ran (workload, device MB, VRAM config, keep-alive)."""
+
     policy: str
     trace: Trace
     capacity_mb: float
     summary: dict[str, float] = field(default_factory=dict)
+    workload: Workload | None = None
+    device_mb: float | None = None
+    config: VRAMConfig | None = None
+    keepalive_s: float | None = None
+
+    def to_frame(self):
+        """The trace's events, one row each (:meth:`Trace.to_frame`)."""
+        return self.trace.to_frame()
 
 
 class _Sim:
@@ -422,14 +448,20 @@ def simulate(wl: Workload, capacity_mb: float, cfg: VRAMConfig, *, policy: str =
     latency of the sync steps (wait + the load they had to do) and the total load time."""
     sim = _Sim(wl, capacity_mb, cfg, policy_for(policy, cfg, keepalive_s))
     sim.run()
-    summary = sim.gate.trace.summary(capacity_mb=sim.gate.capacity_mb)
+    # the gate's clock stands still during a simulated load: each load event gets its model's
+    # load_s here (the time the step that loaded it spends loading)
+    trace = Trace(dataclasses.replace(e, load_s=sim.load_s[e.model]) if e.event == "load" else e
+                  for e in sim.gate.trace.events)
+    summary = trace.summary(capacity_mb=sim.gate.capacity_mb)
     summary.update({k: float(v) for k, v in sim.counts.items()})
     summary["makespan_s"] = sim.last_done
     lat = sim.sync_latency or [0.0]
     summary["sync_latency_p50_s"] = float(np.percentile(lat, 50))
     summary["sync_latency_p95_s"] = float(np.percentile(lat, 95))
     summary["load_time_s"] = sim.load_time
-    return SimResult(policy, sim.gate.trace, sim.gate.capacity_mb, summary)
+    return SimResult(policy, trace, sim.gate.capacity_mb, summary, wl, float(capacity_mb), cfg,
+                     (cfg.keepalive_s if keepalive_s is None else float(keepalive_s))
+                     if policy == "keepalive" else None)
 
 
 COMPARED = ("turns_done", "turns_denied", "jobs_done", "jobs_denied", "sync_wait_p50_s",

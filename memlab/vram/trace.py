@@ -7,7 +7,9 @@ estimated MB, the device's free MB after the event and the thread's name. Events
 ``register``    a model joins the gate
 ``acquire``     a request starts (then ``hit``, ``load``, ``wait`` or ``denied`` follow)
 ``hit``         the model was resident: no load (``wait_s``: how long the request waited)
-``load``        the model was loaded (after the evictions that made room)
+``load``        the model was loaded (after the evictions that made room): ``t`` is when the load
+                began, ``load_s`` how long it took (the gate's clock; the simulator's
+                ``load_s`` of the model)
 ``evict``       a model was unloaded; ``reason``: the policy's name (``priority`` for the gate,
                 ``lru``, ``keepalive``) when it made room for a request, ``sync-preempt`` when a
                 working queue job was checkpointed and stopped for a sync request, ``idle`` when
@@ -19,8 +21,8 @@ estimated MB, the device's free MB after the event and the thread's name. Events
 ``denied``      a request gave up (``reason`` says why): ModelBudgetExceeded was raised
 
 As a DataFrame (:meth:`Trace.to_frame`), JSON Lines (:meth:`Trace.to_jsonl`,
-:meth:`Trace.from_jsonl`), summary metrics (:meth:`Trace.summary`) and a timeline
-(:func:`plot_timeline`).
+:meth:`Trace.from_jsonl`; a file written before ``load_s`` existed reads with it None), summary
+metrics (:meth:`Trace.summary`) and a timeline (:func:`memlab.vram.plots.vram_timeline`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class TraceEvent:
     reason: str | None = None
     category: str | None = None
     wait_s: float | None = None
+    load_s: float | None = None
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(TraceEvent))
@@ -68,14 +71,14 @@ class Trace:
                priority: int | None = None, mb: float | None = None,
                free_mb: float | None = None, reason: str | None = None,
                category: str | None = None, wait_s: float | None = None,
-               thread: str | None = None) -> TraceEvent:
+               load_s: float | None = None, thread: str | None = None) -> TraceEvent:
         if event not in EVENTS:
             raise ValueError(f"unknown trace event {event!r}; one of {EVENTS}")
         ev = TraceEvent(float(t), event, model, priority, None if mb is None else float(mb),
                         None if free_mb is None else float(free_mb),
                         thread or (self.thread_name() if self.thread_name is not None
                                    else threading.current_thread().name),
-                        reason, category, wait_s)
+                        reason, category, wait_s, None if load_s is None else float(load_s))
         with self._lock:
             self._events.append(ev)
         for fn in list(self.listeners):
@@ -145,8 +148,9 @@ class Trace:
     def summary(self, capacity_mb: float | None = None) -> dict[str, float]:
         """Flat metrics (MLflow-ready): counts of each event, evictions by reason, p50/p95 of the
         wait of the sync acquires that got their model (seconds of the gate's clock; a denied
-        one counts in ``denied``), the peak resident MB and, given ``capacity_mb``, the seconds
-        during which the resident MB exceeded it."""
+        one counts in ``denied``), the seconds spent loading (``load_time_s``, the loads'
+        ``load_s``), the peak resident MB and, given ``capacity_mb``, the seconds during which
+        the resident MB exceeded it."""
         import numpy as np
 
         events = self.events
@@ -165,6 +169,7 @@ class Trace:
         out["sync_wait_p50_s"] = float(np.percentile(waits, 50)) if waits else 0.0
         out["sync_wait_p95_s"] = float(np.percentile(waits, 95)) if waits else 0.0
         out["sync_wait_max_s"] = float(max(waits)) if waits else 0.0
+        out["load_time_s"] = float(sum(e.load_s or 0.0 for e in events if e.event == "load"))
         res = self.residency()
         out["peak_resident_mb"] = max((mb for _, mb in res), default=0.0)
         if capacity_mb is not None:
@@ -179,67 +184,12 @@ class Trace:
 
 
 def plot_timeline(trace: Trace, capacity_mb: float, ax: Any = None):
-    """A matplotlib Figure of the trace: one lane per model with a bar while it is resident
-    (colour by priority), ``x`` where it was evicted, ``v`` where it was checkpointed, ``^``
-    where it resumed; on the right axis, the resident MB over time and the ``capacity`` line.
-    Drawn on ``ax`` when given (its figure is returned), else on a new Agg figure."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """Deprecated: :func:`memlab.vram.plots.vram_timeline` (residency lanes and a memory panel;
+    ``ax``'s slot is split into the two)."""
+    import warnings
 
-    own = ax is None
-    if own:
-        fig = Figure(figsize=(11, 4.5))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        fig.subplots_adjust(left=0.09, right=0.8)
-    else:
-        fig = ax.figure
-    events = trace.events
-    end = max((e.t for e in events), default=0.0)
-    models: list[str] = []
-    for e in events:
-        if e.model is not None and e.model not in models:
-            models.append(e.model)
-    lane = {m: i for i, m in enumerate(models)}
-    colours = {1: "tab:red", 2: "tab:orange", 3: "tab:blue", 4: "tab:gray"}
-    prio: dict[str, int | None] = {}
-    open_at: dict[str, float] = {}
-    bars: dict[str, list[tuple[float, float]]] = {m: [] for m in models}
-    for e in events:
-        if e.event == "register":
-            prio[e.model] = e.priority
-        elif e.event == "load":
-            open_at[e.model] = e.t
-        elif e.event == "evict" and e.model in open_at:
-            t0 = open_at.pop(e.model)
-            bars[e.model].append((t0, e.t - t0))
-    for m, t0 in open_at.items():
-        bars[m].append((t0, end - t0))
-    for m in models:
-        ax.broken_barh(bars[m], (lane[m] - 0.35, 0.7),
-                       facecolors=colours.get(prio.get(m) or 0, "tab:green"), alpha=0.6)
-    marks = {"evict": ("x", "black", "evict"), "checkpoint": ("v", "tab:purple", "checkpoint"),
-             "resume": ("^", "tab:green", "resume")}
-    for name, (marker, colour, label) in marks.items():
-        pts = [(e.t, lane[e.model]) for e in events if e.event == name and e.model in lane]
-        if pts:
-            ax.scatter(*zip(*pts), marker=marker, color=colour, label=label, zorder=3)
-    ax.set_yticks(range(len(models)), models)
-    ax.set_xlabel("time (s)")
-    ax.set_ylim(-0.6, max(len(models), 1) - 0.4)
-    mem = ax.twinx()
-    res = trace.residency()
-    if res:
-        ts = [0.0] + [t for t, _ in res] + [end]
-        mbs = [0.0] + [mb for _, mb in res] + [res[-1][1]]
-        mem.step(ts, mbs, where="post", color="tab:brown", lw=1, label="resident MB")
-    mem.axhline(capacity_mb, color="red", ls="--", lw=1.2, label="capacity")
-    mem.set_ylabel("MB")
-    mem.set_ylim(0, capacity_mb * 1.15)
-    handles = ax.get_legend_handles_labels()
-    handles2 = mem.get_legend_handles_labels()
-    if handles[0] or handles2[0]:
-        ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], loc="upper left",
-                  bbox_to_anchor=(1.08, 1.0), fontsize="small")
-    ax.set_title("VRAM gate timeline")
-    return fig
+    from memlab.vram.plots import vram_timeline
+
+    warnings.warn("memlab.vram.plot_timeline is memlab.vram.plots.vram_timeline now",
+                  DeprecationWarning, stacklevel=2)
+    return vram_timeline(trace, capacity_mb, ax=ax)

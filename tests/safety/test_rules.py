@@ -61,14 +61,15 @@ def test_a_benign_look_alike_passes(text):
 
 
 def test_the_false_positive_rate_is_the_documented_one():
-    """3 of 56 benign look-alikes are refused (5.4%), each named with its reason in the corpus;
+    """2 of 56 benign look-alikes are refused (3.6%), each named with its reason in the corpus
+    (b26, reported speech, was the third until issue 19 item 9);
     none of the 26,184 distinct texts of the shipped and public datasets (memlab-lifelog, LoCoMo,
     LongMemEval oracle, MADial zh/en, MemDaily) matched when the patterns were written."""
     refused = {b["id"]: find_hijack(b["text"], CFG) for b in BENIGN}
     known = {b["id"]: b["known_false_positive"] for b in BENIGN if "known_false_positive" in b}
     assert {i: h.rule for i, h in refused.items() if h is not None} == known
     assert all(b.get("note") for b in BENIGN if "known_false_positive" in b)
-    assert len(known) / len(BENIGN) <= 0.06
+    assert len(known) / len(BENIGN) <= 0.04
 
 
 def test_an_ordinary_self_statement_passes_and_the_unrestricted_ai_does_not():
@@ -100,8 +101,8 @@ def test_a_malformed_pattern_is_a_config_error_naming_the_key(entries, rule):
 
 
 def test_an_unknown_checked_field_is_a_config_error():
-    with pytest.raises(ConfigError, match="unknown field 'meta'"):
-        MemlabConfig().replace(**{"safety.checked_fields": ["text", "meta"]})
+    with pytest.raises(ConfigError, match="unknown field 'emotions'"):
+        MemlabConfig().replace(**{"safety.checked_fields": ["text", "emotions"]})
 
 
 def test_the_guard_can_be_switched_off():

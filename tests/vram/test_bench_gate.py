@@ -91,7 +91,7 @@ def test_bench_runs_every_embedding_call_through_the_gate_and_logs_the_trace(
     for run_id in run_ids:
         run = client.get_run(run_id)
         names = {a.path for a in client.list_artifacts(run_id, "vram")}
-        assert names == {"vram/trace.jsonl", "vram/timeline.png"}
+        assert names == {"vram/trace.jsonl", "vram/timeline.png", "vram/summary.txt"}
         trace = Trace.from_jsonl(_download(client, run_id, "vram/trace.jsonl", tmp_path / run_id))
         events = [(e.event, e.model) for e in trace]
         model = "embedder:hashing"
@@ -111,9 +111,79 @@ def test_bench_runs_every_embedding_call_through_the_gate_and_logs_the_trace(
             - hashing_cfg.vram.reserve_mb
         assert run.data.tags["vram.simulated"] == "true"
         assert run.data.tags["vram.device"] == out.vram.device.name
+        note = run.data.tags["vram.note"]
+        assert note.startswith(f"1 load(s) ({m['vram.load_time_s']:.2f} s loading), "
+                               f"{acquires - 1:.0f} hit(s), 0 eviction(s), 0 denied")
+        assert note.endswith(f"registered: {model} (0 MB)")
+        text = _download(client, run_id, "vram/summary.txt", tmp_path / run_id).read_text()
+        assert text.splitlines()[0] == note and f"acquires: {acquires}" in text.splitlines()
     assert (run_dir / "vram" / "trace.jsonl").exists()
     assert json.loads((run_dir / "report.json").read_text())["vram"]["tags"]["vram.simulated"] \
         == "true"
+
+
+def test_a_gate_that_loaded_nothing_writes_its_note_and_no_timeline(hashing_cfg, tmp_path):
+    """A gate whose embedder never encoded: the trace and a summary whose first line says why
+    nothing was loaded, and no timeline (it would be an empty plot); the tag and the JSON carry
+    the line."""
+    v = vramgate.open_bench_gate(hashing_cfg, HashingEmbedder())
+    files = v.write(tmp_path / "vram")
+    assert set(files) == {"vram/trace.jsonl", "vram/summary.txt"}
+    assert not (tmp_path / "vram" / "timeline.png").exists()
+    note = ("no model was loaded: nothing was embedded in this run (the feature and embedding "
+            "caches held every vector it needed); registered: embedder:hashing (0 MB)")
+    assert v.note() == note and v.tags()["vram.note"] == note and v.to_json()["note"] == note
+    lines = files["vram/summary.txt"].read_text().splitlines()
+    assert lines[0] == note and "loads: 0" in lines and "acquires: 0" in lines
+    v.embedder.embed_queries(["我昨天去了北京", "I went to Beijing yesterday"])
+    assert set(v.write(tmp_path / "again")) == {"vram/trace.jsonl", "vram/summary.txt",
+                                                 "vram/timeline.png"}
+
+
+def test_a_warm_feature_cache_run_says_so(tiny_bench_folder, hashing_cfg, tmp_path):
+    """Over a warm feature cache nothing is replayed: the gate sees only the embedder's numerics
+    probe (documents and questions: 2 acquires, 1 load), and, told that the features came from
+    the cache, the note says it first; the tracked run carries the note as a tag and in
+    summary.txt."""
+    cold = run_bench(dataset=str(tiny_bench_folder), presets=[("cos", hashing_cfg)],
+                     progress=False)
+    warm = run_bench(dataset=str(tiny_bench_folder), presets=[("cos", hashing_cfg)],
+                     progress=False)
+    assert (cold.counts["feature_cache_hit"], warm.counts["feature_cache_hit"]) == (0, 1)
+    assert cold.vram.summary()["acquires"] > 2
+    s = warm.vram.summary()
+    assert (s["acquires"], s["loads"], s["hits"]) == (2, 1, 1)
+    assert cold.vram.features_cached is False and warm.vram.features_cached is True
+    assert not cold.vram.note().startswith("the features came from the feature cache")
+    note = warm.vram.note()
+    prefix = ("the features came from the feature cache (no replay); the gate saw only what ran "
+              "outside it (the embedder's numerics probe, which keys the cache): ")
+    assert note.startswith(prefix)
+    plain = note[len(prefix):]
+    assert plain.startswith("1 load(s) (") and "1 hit(s), 0 eviction(s)" in plain
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run_dir = write_artifacts(warm, tmp_path / "results").run_dir
+    ids = track_outcome(warm, run_dir=run_dir, tracking_uri=uri, experiment="warm")
+    client = _client(uri)
+    run_id = ids["cos"]["run_id"]
+    assert client.get_run(run_id).data.tags["vram.note"] == note
+    text = _download(client, run_id, "vram/summary.txt", tmp_path / "dl").read_text()
+    assert text.splitlines()[0] == note and "acquires: 2" in text.splitlines()
+    assert json.loads((run_dir / "report.json").read_text())["vram"]["note"] == note
+
+
+@pytest.mark.parametrize("summary, registered, want", [
+    ({"acquires": 0, "loads": 0}, {}, "no model was registered with the gate (a lexical-only "
+     "run: nothing to embed)"),
+    ({"acquires": 3, "loads": 0}, {"e": 700.0}, "no model was loaded: 3 acquire(s) found their "
+     "model resident (loaded before this run); registered: e (700 MB)"),
+    ({"acquires": 3, "loads": 2, "load_time_s": 1.25, "hits": 1, "evictions": 1, "denied": 0,
+      "peak_resident_mb": 1200.0}, {"a": 700.0, "b": 500.0},
+     "2 load(s) (1.25 s loading), 1 hit(s), 1 eviction(s), 0 denied; peak 1,200 MB of "
+     "6,000 MB; registered: a (700 MB), b (500 MB)"),
+])
+def test_trace_note_says_what_happened(summary, registered, want):
+    assert vramgate.trace_note(summary, registered, 6000.0) == want
 
 
 def test_every_encode_is_one_acquire(hashing_cfg):
@@ -202,12 +272,17 @@ def test_sweep_parent_run_carries_the_replay_trace(tiny_bench_folder, cache_dir,
                "recall.relevance_floor": 0.0, "bench.cache_dir": str(cache_dir)}
     result = sweep(dataset=str(tiny_bench_folder), preset="reverie", space=SPACE, trials=3,
                    sampler="random", overrides=hashing, out_dir=tmp_path / "s", progress=False)
+    assert result.vram.features_cached is False          # the sweep replayed: a cold cache
+    again = sweep(dataset=str(tiny_bench_folder), preset="reverie", space=SPACE, trials=1,
+                  sampler="random", overrides=hashing, out_dir=tmp_path / "s2", progress=False)
+    assert again.vram.features_cached is True and again.vram.note().startswith(
+        "the features came from the feature cache")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     ids = track_sweep(result, tracking_uri=uri, top=2)
     client = _client(uri)
     parent = client.get_run(ids["parent"])
     names = {a.path for a in client.list_artifacts(ids["parent"], "vram")}
-    assert names == {"vram/trace.jsonl", "vram/timeline.png"}
+    assert names == {"vram/trace.jsonl", "vram/timeline.png", "vram/summary.txt"}
     trace = Trace.from_jsonl(_download(client, ids["parent"], "vram/trace.jsonl", tmp_path))
     assert [e.event for e in trace][:3] == ["register", "acquire", "load"]
     assert parent.data.metrics["vram.loads"] == 1

@@ -125,3 +125,21 @@ def test_load_time_counts_in_the_latency_of_a_sync_step_and_holds_the_model():
     # first turn loads (latency 2 s, done at 3), the second hits (latency 0, done at 11)
     assert (s["loads"], s["hits"], s["load_time_s"], s["makespan_s"]) == (1, 1, 2.0, 11.0)
     assert (s["sync_latency_p50_s"], s["sync_wait_max_s"]) == (1.0, 0.0)
+
+
+@pytest.mark.parametrize("name", ["chat_with_background_jobs", "tight_capacity"])
+def test_a_workload_round_trips_through_to_dict_and_its_result_knows_what_ran(name):
+    cfg = VRAMConfig()
+    wl = Workload.from_yaml(WORKLOADS / f"{name}.yaml", cfg)
+    data = wl.to_dict()
+    assert Workload.from_dict(data, cfg) == wl
+    assert len(data["events"]) == len(wl.turns) + len(wl.jobs)      # repeats written out
+    res = simulate(wl, wl.capacity_mb, cfg, policy="keepalive")
+    assert (res.workload, res.device_mb, res.config) == (wl, wl.capacity_mb, cfg)
+    assert res.keepalive_s == cfg.keepalive_s and simulate(wl, 9000, cfg).keepalive_s is None
+    loads = [e for e in res.trace if e.event == "load"]
+    load_s = {m.name: m.load_s for m in wl.models}
+    assert [e.load_s for e in loads] == [load_s[e.model] for e in loads]   # each load's time
+    assert res.summary["load_time_s"] == pytest.approx(sum(e.load_s for e in loads))
+    frame = res.to_frame()
+    assert len(frame) == len(res.trace) and frame["load_s"].notna().sum() == len(loads)

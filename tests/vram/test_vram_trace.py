@@ -1,13 +1,12 @@
-"""The trace: DataFrame, JSON Lines round trip, summary, timeline figure."""
+"""The trace: DataFrame, JSON Lines round trip, summary, load times (the figures:
+test_vram_plots.py)."""
 
 from __future__ import annotations
 
 import pytest
-from matplotlib.figure import Figure
-
 from memlab.config import VRAMConfig
 from memlab.errors import DatasetError
-from memlab.vram import SimulatedDevice, Trace, VRAMGate, plot_timeline
+from memlab.vram import SimulatedDevice, Trace, VRAMGate
 from memlab.vram.trace import FIELDS
 
 
@@ -58,13 +57,25 @@ def test_summary_counts_and_residency():
     assert over == 2.0
 
 
-def test_plot_timeline_returns_a_figure_with_the_capacity_line(tmp_path):
-    gate = _trace()
-    fig = plot_timeline(gate.trace, 2000.0)
-    assert isinstance(fig, Figure)
-    lines = [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_label() == "capacity"]
-    assert len(lines) == 1 and list(lines[0].get_ydata()) == [2000.0, 2000.0]
-    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert labels == ["ocr", "tts"]
-    fig.savefig(tmp_path / "t.png")
-    assert (tmp_path / "t.png").stat().st_size > 1000
+def test_a_load_records_when_it_began_and_how_long_it_took(tmp_path):
+    """The gate's clock around ``load()``: the load event's t is the start, load_s the time the
+    load took (here the loader moves the fake clock by 0.75 s); the summary adds the loads'
+    times. A trace written before load_s existed reads with it None."""
+    t = [10.0]
+
+    def load():
+        t[0] += 0.75
+        return "model"
+
+    gate = VRAMGate(SimulatedDevice(2000), VRAMConfig(reserve_mb=0.0), clock=lambda: t[0])
+    gate.register("asr", priority=1, estimated_mb=500, load=load)
+    with gate.acquire("asr") as handle:
+        assert handle == "model"
+    (ev,) = [e for e in gate.trace if e.event == "load"]
+    assert (ev.t, ev.load_s) == (10.0, 0.75)
+    assert gate.trace.summary()["load_time_s"] == 0.75
+    old = tmp_path / "old.jsonl"
+    old.write_text('{"t": 1, "event": "load", "model": "m", "priority": 1, "mb": 5, '
+                   '"free_mb": 0, "thread": "x"}\n')
+    assert Trace.from_jsonl(old).events[0].load_s is None
+    assert Trace.from_jsonl(old).summary()["load_time_s"] == 0.0
