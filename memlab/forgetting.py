@@ -15,6 +15,20 @@ The formula, term by term (§9.1)::
 With ``decay_lambda = ln 2`` (the default) a memory of strength 1 keeps half of itself after one
 half-life. The permanent layer (code 0) and pinned memories (§11.3) always have retention 1.
 
+``<layer>_half_life_days`` is therefore the half-life of a memory of strength 1 only. A memory's
+*effective* half-life, and the days until its retention falls to any level r (the inverse of the
+curve), follow from the same formula::
+
+    days_to_retention(r) = -ln(r) * strength / (decay_lambda * layer_scale)
+    half_life            = days_to_retention(1/2)
+
+At importance 0.5 (strength 0.35 + 1.25 * 0.5 = 0.975) the long-term half-life is
+0.975 * 90 = 87.75 days and the short-term one 0.975 * 7 = 6.8 days; such a memory stops being
+eligible (retention < ``eligibility_threshold`` = 0.05) after ``days_to_retention(0.05)``: 4.32
+half-lives, 379 and 29.5 days. :func:`cue_reactivation` is the score term of §8 through which a
+strong cue lifts a faded memory (``fusion.cue_reactivation_*``): the scorer
+(:mod:`memlab.recall.score`) computes the same values, a test holds them equal.
+
 Forgetting never deletes: :func:`eligible` only says whether a memory may be *retrieved* now; a
 strong cue (relevance >= ``eligibility_relevance``) still recalls a forgotten memory.
 """
@@ -25,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from memlab.config import ForgettingConfig, MemlabConfig
+from memlab.config import ForgettingConfig, FusionConfig, MemlabConfig
 from memlab.errors import InvalidInput
 from memlab.types import LAYER_CODES
 
@@ -35,7 +49,8 @@ SHORT_TERM = LAYER_CODES["short_term"]
 
 __all__ = [
     "references", "reinforcement", "strength", "emotion_intensity", "layer_scale", "retention",
-    "eligible", "forgetting_curve",
+    "eligible", "forgetting_curve", "days_to_retention", "half_life", "forgotten_after",
+    "eligibility_curve", "cue_reactivation", "layer_code",
 ]
 
 
@@ -139,14 +154,97 @@ def forgetting_curve(days: Any, *, importance: float, emotion: float = 0.0, refs
     ``emotion`` is the emotion *intensity* on [0, 1] (see :func:`emotion_intensity`); ``layer`` a
     name (``permanent``, ``long_term``, ``short_term``) or its code.
     """
-    if isinstance(layer, str):
-        if layer not in LAYER_CODES:
-            raise InvalidInput("layer", f"must be one of {sorted(LAYER_CODES)}", layer)
-        code = LAYER_CODES[layer]
-    else:
-        code = int(layer)
+    code = layer_code(layer)
     d = np.asarray(days, dtype=np.float64)
     if np.any(np.isnan(d)):
         raise InvalidInput("days", "must not contain NaN", d[np.isnan(d)].ravel()[0].item())
     return retention(np.full(d.shape, code, dtype=np.int8), d, importance, emotion, refs, pinned,
                      cfg)
+
+
+def layer_code(layer: str | int) -> int:
+    """A layer name (``permanent``, ``long_term``, ``short_term``) or code -> its code."""
+    if isinstance(layer, str):
+        if layer not in LAYER_CODES:
+            raise InvalidInput("layer", f"must be one of {sorted(LAYER_CODES)}", layer)
+        return LAYER_CODES[layer]
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+        raise InvalidInput("layer", f"must be one of {sorted(LAYER_CODES)} or its code",
+                           layer)
+    code = int(layer)
+    _check_layers(np.asarray([code]))
+    return code
+
+
+def days_to_retention(level: Any, *, importance: Any, emotion: Any = 0.0, refs: Any = 0.0,
+                      layer: str | int = "long_term", pinned: bool = False,
+                      cfg: MemlabConfig | ForgettingConfig) -> np.ndarray:
+    """Days since the last access after which retention falls to ``level`` (in (0, 1]).
+
+    ``-ln(level) * strength / (decay_lambda * layer_scale)``: the inverse of
+    :func:`forgetting_curve` (0 days at level 1). Infinite for the permanent layer and pinned
+    memories, which never fade. ``importance``, ``emotion`` (intensity on [0, 1]) and ``refs``
+    (:func:`references`) broadcast like :func:`retention`'s arguments.
+    """
+    f = _section(cfg)
+    lv = np.asarray(level, dtype=np.float64)
+    bad = ~((lv > 0.0) & (lv <= 1.0))
+    if np.any(bad):
+        raise InvalidInput("level", "a retention level must be in (0, 1]",
+                           lv[bad].ravel()[0].item())
+    code = layer_code(layer)
+    s = strength(importance, emotion, reinforcement(refs, alpha=f.reinforcement_alpha), f)
+    if code == PERMANENT or pinned:
+        return np.broadcast_to(np.inf, np.broadcast(lv, s).shape).astype(np.float64)
+    rate = float(layer_scale(np.asarray([code]), f)[0])
+    return -np.log(lv) * s / (f.decay_lambda * rate)
+
+
+def half_life(*, importance: Any, emotion: Any = 0.0, refs: Any = 0.0,
+              layer: str | int = "long_term", pinned: bool = False,
+              cfg: MemlabConfig | ForgettingConfig) -> np.ndarray:
+    """The effective half-life in days of a memory of this importance, emotion intensity,
+    references and layer: ``ln 2 * strength / (decay_lambda * layer_scale)`` (with the default
+    ``decay_lambda = ln 2``: ``strength * <layer>_half_life_days``; 87.75 days at importance 0.5
+    in the long-term layer). Infinite for the permanent layer and pinned memories."""
+    return days_to_retention(0.5, importance=importance, emotion=emotion, refs=refs, layer=layer,
+                             pinned=pinned, cfg=cfg)
+
+
+def forgotten_after(*, importance: Any, emotion: Any = 0.0, refs: Any = 0.0,
+                    layer: str | int = "long_term", pinned: bool = False,
+                    cfg: MemlabConfig | ForgettingConfig) -> np.ndarray:
+    """Days after which the memory is no longer eligible without a strong cue: retention falls
+    below ``eligibility_threshold`` (:func:`days_to_retention` of it; a threshold of 0 never
+    forgets: infinite)."""
+    f = _section(cfg)
+    if f.eligibility_threshold <= 0.0:
+        s = strength(importance, emotion, reinforcement(refs, alpha=f.reinforcement_alpha), f)
+        return np.full(np.shape(s), np.inf)
+    return days_to_retention(f.eligibility_threshold, importance=importance, emotion=emotion,
+                             refs=refs, layer=layer, pinned=pinned, cfg=f)
+
+
+def eligibility_curve(days: Any, *, relevance: float, importance: float, emotion: float = 0.0,
+                      refs: float = 0.0, layer: str | int = "long_term", pinned: bool = False,
+                      cfg: MemlabConfig | ForgettingConfig) -> np.ndarray:
+    """Whether a memory asked about with this cue ``relevance`` may be retrieved after each of
+    ``days`` (:func:`eligible` of :func:`forgetting_curve`): True until
+    :func:`forgotten_after`, then only when ``relevance >= eligibility_relevance``."""
+    ret = forgetting_curve(days, importance=importance, emotion=emotion, refs=refs, layer=layer,
+                           pinned=pinned, cfg=cfg)
+    return eligible(ret, np.full(ret.shape, relevance, dtype=np.float64),
+                    np.full(ret.shape, layer_code(layer) == PERMANENT), cfg)
+
+
+def cue_reactivation(relevance: Any, retention: Any,
+                     cfg: MemlabConfig | FusionConfig) -> np.ndarray:
+    """The cue-reactivation score term (§8): ``min(relevance * (1 - retention) * factor, cap)``
+    with ``fusion.cue_reactivation_factor`` and ``fusion.cue_reactivation_cap``: the more a
+    memory has faded, the more a relevant cue lifts it, never by more than the cap."""
+    fu = cfg.fusion if isinstance(cfg, MemlabConfig) else cfg
+    if not isinstance(fu, FusionConfig):
+        raise InvalidInput("cfg", "must be a MemlabConfig or a FusionConfig", type(cfg).__name__)
+    rel = np.asarray(relevance, dtype=np.float64)
+    ret = np.asarray(retention, dtype=np.float64)
+    return np.minimum(rel * (1.0 - ret) * fu.cue_reactivation_factor, fu.cue_reactivation_cap)

@@ -141,3 +141,103 @@ def test_retention_is_in_unit_interval_and_fades_with_time(imp, emo, refs, layer
     # more important -> at least as retained at the same age
     stronger = fg.retention(layer, hi, min(1.0, imp + 0.1), emo, refs, False, CFG)
     assert float(stronger) >= r_hi
+
+
+# ----------------------------------------------------------------------------- effective half-lives
+
+def test_effective_half_life_is_strength_times_the_layers_half_life():
+    # importance 0.5: strength 0.35 + 1.25*0.5 = 0.975 -> 0.975 * 90 = 87.75 days (issue 20: "88")
+    assert float(fg.half_life(importance=0.5, cfg=CFG)) == pytest.approx(87.75)
+    assert float(fg.half_life(importance=0.5, layer="short_term", cfg=CFG)) == pytest.approx(6.825)
+    # vectorised over importance: (0.35 + 1.25*[0.2, 0.9]) * 90 = [54, 132.75]
+    np.testing.assert_allclose(fg.half_life(importance=[0.2, 0.9], cfg=CFG), [54.0, 132.75])
+    # emotion 0.4, refs 3: (0.35 + 1.25*0.3 + 0.5*0.4) * (1 + 0.2*ln 4) = 1.18147 -> x 7 days
+    got = fg.half_life(importance=0.3, emotion=0.4, refs=3, layer=SHORT, cfg=CFG)
+    assert float(got) == pytest.approx(7 * 0.925 * (1 + 0.2 * math.log(4)))
+
+
+def test_half_life_follows_decay_lambda_and_layer_scale():
+    # lambda 1: ln2 * strength / (1 * 1/90); layer_scale 2 halves it
+    cfg = CFG.replace(**{"forgetting.decay_lambda": 1.0})
+    assert float(fg.half_life(importance=0.5, cfg=cfg)) == pytest.approx(LN2 * 0.975 * 90)
+    cfg = CFG.replace(**{"forgetting.layer_scale_long_term": 2.0})
+    assert float(fg.half_life(importance=0.5, cfg=cfg)) == pytest.approx(0.975 * 45)
+
+
+@pytest.mark.parametrize("level", [0.5, 0.05, 0.9, 1.0])
+@pytest.mark.parametrize("layer", ["long_term", "short_term"])
+def test_days_to_retention_inverts_the_curve(level, layer):
+    imp = np.array([0.0, 0.5, 1.0])
+    days = fg.days_to_retention(level, importance=imp, emotion=0.3, refs=2, layer=layer, cfg=CFG)
+    back = [float(fg.forgetting_curve(d, importance=i, emotion=0.3, refs=2, layer=layer, cfg=CFG))
+            for d, i in zip(days, imp)]
+    np.testing.assert_allclose(back, level)
+
+
+def test_forgotten_after_is_the_days_to_the_eligibility_threshold():
+    # -ln(0.05) * 0.975 * 90 / ln 2 = 379.25 days long term; x 7/90 short term = 29.50
+    assert float(fg.forgotten_after(importance=0.5, cfg=CFG)) == pytest.approx(
+        -math.log(0.05) * 0.975 * 90 / LN2)
+    assert float(fg.forgotten_after(importance=0.5, layer="short_term", cfg=CFG)) == \
+        pytest.approx(29.497, abs=1e-3)
+    never = CFG.replace(**{"forgetting.eligibility_threshold": 0.0})
+    assert float(fg.forgotten_after(importance=0.5, cfg=never)) == math.inf
+
+
+def test_permanent_and_pinned_never_reach_any_level():
+    assert float(fg.half_life(importance=0.0, layer="permanent", cfg=CFG)) == math.inf
+    assert float(fg.half_life(importance=0.0, pinned=True, cfg=CFG)) == math.inf
+    assert np.all(np.isinf(fg.days_to_retention(0.05, importance=[0.1, 0.2], layer=PERM,
+                                                cfg=CFG)))
+
+
+@pytest.mark.parametrize("level", [0.0, -0.1, 1.5, np.nan])
+def test_a_level_outside_the_unit_interval_is_named(level):
+    with pytest.raises(InvalidInput, match="level"):
+        fg.days_to_retention(level, importance=0.5, cfg=CFG)
+
+
+@pytest.mark.parametrize("layer", ["mid_term", 7, 1.0, True])
+def test_a_bad_layer_is_named(layer):
+    with pytest.raises(InvalidInput, match="layer"):
+        fg.half_life(importance=0.5, layer=layer, cfg=CFG)
+
+
+# ----------------------------------------------------------------------------- eligibility, cue
+
+def test_eligibility_over_time_ends_at_forgotten_after_unless_the_cue_is_strong():
+    last = float(fg.forgotten_after(importance=0.5, layer="short_term", cfg=CFG))   # 29.50
+    days = np.array([0.0, last - 0.01, last + 0.01, 365.0])
+    weak = fg.eligibility_curve(days, relevance=0.5, importance=0.5, layer="short_term", cfg=CFG)
+    np.testing.assert_array_equal(weak, [True, True, False, False])
+    strong = fg.eligibility_curve(days, relevance=0.85, importance=0.5, layer="short_term",
+                                  cfg=CFG)
+    np.testing.assert_array_equal(strong, [True] * 4)
+    perm = fg.eligibility_curve(days, relevance=0.0, importance=0.0, layer="permanent", cfg=CFG)
+    np.testing.assert_array_equal(perm, [True] * 4)
+
+
+def test_cue_reactivation_formula_and_cap():
+    # min(rel * (1 - ret) * 0.35, 0.10): 0.8 * 0.5 * 0.35 = 0.14 -> capped at 0.10;
+    # 0.4 * 0.5 * 0.35 = 0.07; a memory not faded (retention 1) gets nothing
+    got = fg.cue_reactivation([0.8, 0.4, 0.9], [0.5, 0.5, 1.0], CFG)
+    np.testing.assert_allclose(got, [0.10, 0.07, 0.0])
+    np.testing.assert_allclose(fg.cue_reactivation(0.8, 0.5, CFG.fusion), 0.10)
+    with pytest.raises(InvalidInput, match="cfg"):
+        fg.cue_reactivation(0.8, 0.5, CFG.forgetting)
+
+
+def test_cue_reactivation_is_the_scorers_cue_term():
+    from memlab.recall.features import make_table
+    from memlab.recall.score import score
+
+    rng = np.random.default_rng(3)
+    n = 50
+    table = make_table(cosine=rng.uniform(0, 1, n), importance=rng.uniform(0, 1, n),
+                       age_days=rng.uniform(0, 400, n), since_access_days=rng.uniform(0, 400, n),
+                       layer=rng.integers(0, 3, n), emotion_max=rng.uniform(0, 100, n))
+    cfg = CFG.replace(**{"recall.floor_mode": "absolute"})
+    s = score(table, cfg, scorer="reverie")
+    got = fg.cue_reactivation(s.components["relevance"], s.components["retention"], cfg)
+    np.testing.assert_allclose(got, s.components["cue_term"])
+    assert (got > 0).any() and (got == CFG.fusion.cue_reactivation_cap).any()

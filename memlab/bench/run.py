@@ -23,6 +23,7 @@ from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.environment import environment, environment_line
 from memlab.bench.featcache import cached_replay, features_key  # noqa: F401 (features_key: public here too)
+from memlab.bench.goldage import gold_columns, with_gold_columns
 from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
 from memlab.bench.significance import compare_with_config, format_p
 from memlab.config import MemlabConfig, describe
@@ -314,6 +315,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
         embedder = vram.embedder
     cache = open_cache(base)
     groups: dict[str, Replayed] = {}
+    golds: dict[str, pd.DataFrame] = {}   # per replay: the gold memory's age, layer, importance
     results: list[PresetResult] = []
     counts: dict[str, int] = {}
     try:
@@ -322,6 +324,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
             if key not in groups:
                 rep = replay_cached(ds, cfg, embedder=embedder, cache=cache, progress=progress)
                 groups[key] = rep
+                golds[key] = gold_columns(ds, rep, cfg=cfg)
                 for stage, secs in rep.timings.items():
                     timings[stage] = timings.get(stage, 0.0) + secs
                 counts = {**rep.counts, **counts} if counts else dict(rep.counts)
@@ -344,8 +347,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                 sq = M.evaluate(M.to_sessions(rankings, item_sess), M.to_sessions(qrels, item_sess),
                                 ks=cfg.bench.ks)
                 sess_agg = M.aggregate(sq)
-            per_query = per_query.assign(category=cats,
-                                         ranked=[len(rankings[q]) for q in per_query.index])
+            per_query = with_gold_columns(per_query.assign(
+                category=cats, ranked=[len(rankings[q]) for q in per_query.index]), golds[key])
             results.append(PresetResult(name, cfg, per_query, agg, sess_agg, all_rankings,
                                         {"score": t_score}, abstention))
     finally:

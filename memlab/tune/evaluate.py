@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 
 from memlab.bench import metrics as M
+from memlab.bench.datasets.canonical import Dataset
+from memlab.bench.goldage import gold_columns, with_gold_columns
 from memlab.bench.replay import Replayed
 from memlab.bench.run import item_sessions, qrels_of, question_keys, rank  # noqa: F401 (item_sessions: public here too)
 from memlab.config import MemlabConfig
@@ -41,16 +43,22 @@ LEVELS = ("item", "session")
 
 
 def per_query(rep: Replayed, cfg: MemlabConfig, *, level: Literal["item", "session"] = "item",
-              sessions: Mapping[str, str] | None = None) -> pd.DataFrame:
+              sessions: Mapping[str, str] | None = None,
+              dataset: Dataset | None = None) -> pd.DataFrame:
     """Metrics of ``cfg`` per answerable question of ``rep``.
 
     Index ``conversation_id::query_id`` (qid order); columns: every metric of
     ``metrics.evaluate`` over ``cfg.bench.ks``, then ``category``, ``conversation_id`` and
     ``prompt_chars``. ``level="session"``: ranked items and gold map to their sessions first
     (LongMemEval's convention), as ``memlab bench``'s session table; ``sessions`` is
-    :func:`item_sessions` of the replayed dataset.
+    :func:`item_sessions` of the replayed dataset. ``dataset``: the replayed dataset; given, the
+    gold memory's columns are appended (:data:`memlab.bench.goldage.GOLD_COLUMNS`: its age at
+    ``asked_at``, stored layer, importance, ...), as in ``memlab bench``'s per-query frame.
     """
-    return per_query_scores(rep, cfg, level=level, sessions=sessions).to_frame()
+    frame = per_query_scores(rep, cfg, level=level, sessions=sessions).to_frame()
+    if dataset is None:
+        return frame
+    return with_gold_columns(frame, gold_columns(dataset, rep, cfg=cfg))
 
 
 def per_query_scores(rep: Replayed, cfg: MemlabConfig, *,

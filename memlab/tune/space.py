@@ -15,6 +15,7 @@ A space file::
     constraints:
       - normalise: [fusion.relevance, fusion.lexical, fusion.importance]
         sum: 1.0
+      - order: [forgetting.short_term_half_life_days, forgetting.long_term_half_life_days]
 
 Checks (each a :class:`~memlab.errors.ConfigError` naming the key, the rule and the value): the
 key exists; its stage is not ``runtime`` (recall never reads it) nor ``render`` (only the prompt
@@ -24,6 +25,19 @@ field and an int range on an int field; the range lies inside the field's range 
 ``normalise`` rescales its keys' sampled values so that they sum to ``sum`` (all 0: equal shares);
 its keys are float keys of the space with a low bound >= 0, and ``sum`` must be a valid value of
 each (a rescaled weight lies in [0, sum]).
+
+``order: [a, b, ...]`` makes every trial satisfy ``a <= b <= ...`` by reparametrisation, not by
+pruning: no trial is wasted and the sampler sees every key's own declared range. Each later key is
+sampled in its range ``[lo, hi]`` as usual, then mapped monotonically onto ``[max(lo, v), hi]``
+where ``v`` is the previous key's value (geometrically for a log range, linearly otherwise; a
+sample unchanged whenever ``v <= lo``). So the applied value keeps the sampled one's place in its
+range; a draw at ``lo`` means "as short as the previous key allows", one at ``hi`` stays ``hi``.
+Optuna records the sampled values; :meth:`Space.apply` (the trial table's applied columns, the
+configs of the best trials) maps them the same way. A ratio parametrisation (``long = short *
+r``) was the alternative: it changes the long key's range into a product of two ranges that can
+leave the field's bounds, and spreads trials unevenly over it. Order keys are float keys of the
+space with no ``step``, each ``hi`` at least the previous key's (so the mapped range is never
+empty), in no other constraint.
 
 The grid sampler visits every point of the product of the keys' grid values; Optuna builds that
 product as a list. A grid of more than ``grid_max`` points (default :data:`GRID_MAX`, 100,000) is
@@ -53,7 +67,7 @@ from memlab.config import MemlabConfig, describe_field
 from memlab.errors import ConfigError
 from memlab.yamlfile import read_yaml
 
-__all__ = ["Param", "Normalise", "Space", "load_space", "resolve_space", "SPACE_DIRS",
+__all__ = ["Param", "Normalise", "Order", "Space", "load_space", "resolve_space", "SPACE_DIRS",
            "GRID_MAX"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -124,12 +138,39 @@ class Normalise:
 
 
 @dataclass(frozen=True)
+class Order:
+    """``keys[0] <= keys[1] <= ...``: each later key's sampled value, in its range ``(low, high,
+    log)`` of ``ranges``, mapped onto ``[max(low, previous value), high]`` (module docstring)."""
+
+    keys: tuple[str, ...]
+    ranges: tuple[tuple[float, float, bool], ...]
+
+    def apply(self, values: dict[str, Any]) -> None:
+        prev = float(values[self.keys[0]])
+        for key, (lo, hi, log) in zip(self.keys[1:], self.ranges[1:]):
+            v = float(values[key])
+            floor = max(lo, prev)
+            if floor > lo:
+                if log:
+                    share = math.log(v / lo) / math.log(hi / lo)
+                    v = math.exp(math.log(floor) + share * math.log(hi / floor))
+                else:
+                    v = floor + (v - lo) * (hi - floor) / (hi - lo)
+                v = min(hi, max(floor, v))     # exact bounds whatever the rounding
+            values[key] = v
+            prev = v
+
+
+Constraint = Normalise | Order
+
+
+@dataclass(frozen=True)
 class Space:
     """A validated search space."""
 
     name: str
     params: tuple[Param, ...]
-    constraints: tuple[Normalise, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
     preset: str | None = None
     grid_points: int = 3
     source: str = ""
@@ -184,6 +225,8 @@ class Space:
         """A short hash of what the space searches (a study refuses another space)."""
         blob = json.dumps([[p.key, p.kind, p.low, p.high, p.log, p.step, list(p.choices)]
                            for p in self.params] + [[list(c.keys), c.total]
+                                                     if isinstance(c, Normalise)
+                                                     else ["order", list(c.keys)]
                                                      for c in self.constraints],
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -220,8 +263,9 @@ class Space:
         for i, c in enumerate(constraints):
             for k in c.keys:
                 if k in seen:
-                    raise ConfigError(k, f"is in two normalise constraints ({seen[k]} and {i})",
-                                      k)
+                    what = "normalise " if all(isinstance(constraints[j], Normalise)
+                                               for j in (seen[k], i)) else ""
+                    raise ConfigError(k, f"is in two {what}constraints ({seen[k]} and {i})", k)
                 seen[k] = i
         return cls(name=str(data.get("name") or name), params=params, constraints=constraints,
                    preset=data.get("preset"), grid_points=points, source=source,
@@ -341,10 +385,36 @@ def _param(key: str, spec: Any) -> Param:
                  grid=grid)
 
 
-def _constraint(spec: Any, params: dict[str, Param], index: int) -> Normalise:
+def _order(spec: Mapping[str, Any], params: dict[str, Param], where: str) -> Order:
+    keys = spec["order"]
+    if not isinstance(keys, (list, tuple)) or len(keys) < 2 or len(set(map(str, keys))) < len(keys):
+        raise ConfigError(where, "order needs a list of at least two distinct keys", keys)
+    ranges, prev = [], None
+    for k in keys:
+        p = params.get(k)
+        if p is None or p.kind != "float":
+            raise ConfigError(k, f"{where}: order takes float keys of the space's params",
+                              p.kind if p else "not in params")
+        if p.step is not None or p.grid is not None:
+            raise ConfigError(k, f"{where}: an ordered key has no step or grid (its value is "
+                              "mapped into the range the previous key leaves)",
+                              p.step if p.step is not None else list(p.grid))
+        if prev is not None and p.high < prev.high:
+            raise ConfigError(k, f"{where}: the high bound must be at least {prev.key}'s "
+                              f"({prev.high:g}), else no value is left above a high draw of it",
+                              p.high)
+        ranges.append((float(p.low), float(p.high), bool(p.log)))
+        prev = p
+    return Order(tuple(str(k) for k in keys), tuple(ranges))
+
+
+def _constraint(spec: Any, params: dict[str, Param], index: int) -> Normalise | Order:
     where = f"constraints[{index}]"
+    if isinstance(spec, Mapping) and set(spec) == {"order"}:
+        return _order(spec, params, where)
     if not isinstance(spec, Mapping) or set(spec) != {"normalise", "sum"}:
-        raise ConfigError(where, "a constraint is {normalise: [keys...], sum: S}", spec)
+        raise ConfigError(where, "a constraint is {normalise: [keys...], sum: S} or "
+                          "{order: [keys...]}", spec)
     keys, total = spec["normalise"], spec["sum"]
     if not isinstance(keys, (list, tuple)) or len(keys) < 2:
         raise ConfigError(where, "normalise needs a list of at least two keys", keys)

@@ -12,6 +12,7 @@ import pytest
 
 import memlab.bench.run as run_mod
 from memlab.bench.cli import write_artifacts
+from memlab.bench.goldage import GOLD_COLUMNS
 from memlab.bench.replay import replay as real_replay
 from memlab.bench.run import format_table, resolve_preset, run_bench
 from memlab.bench.track import track_outcome
@@ -348,7 +349,7 @@ def test_compare_tests_each_preset_against_the_first(tiny_bench_folder, hashing_
     assert set(report["vs_baseline"]) == {"ga", "rrf"}
     assert report["vs_baseline"]["ga"]["recall@1"] == {"diff": 0.25, "p": 1.0}
     assert set(report["vs_baseline"]["ga"]) == set(out.results[0].per_query.columns) - {
-        "category", "ranked"}                                         # every metric
+        "category", "ranked", *GOLD_COLUMNS}                          # every metric
 
     table = format_table(out)
     rows = [ln.split() for ln in table.split("\n\n")[1].splitlines()]
