@@ -163,6 +163,13 @@ class StoreConfig(_Section):
     quick_check: bool = _f(False, "Run PRAGMA quick_check when a store opens (catches deep "
                            "corruption; ~0.1 s at 10k memories, ~2-3 s at 100k). The header and "
                            "schema are always checked.", stage="runtime")
+    vector_sample: int = _f(
+        256, "Vectors whose contents are checked at every open with an embedder, evenly spaced "
+        "over the vector table: finite, not all zero, and the embedding cache's vector of their "
+        "text; damage found there has every vector checked and the damaged memories marked "
+        "pending. 0: no sample (the counts are still compared). `memlab store check --full` "
+        "checks every vector. memlab's choice: a bounded cost at any size (see README, "
+        "Reliability).", stage="runtime", ge=0, le=1_000_000)
     journal_mode: Literal["wal", "delete"] = _f("wal", "SQLite journal mode (WAL lets readers "
                                                 "read while one process writes).", stage="runtime")
 

@@ -28,7 +28,8 @@ from .cache import EmbeddingCache, EmbeddingCacheFile, text_hash
 from .connect import Connection, connect, db_path, driver, store_error, transaction
 from .exact import ExactIndex
 from .facade import DenseView, Store
-from .health import RebuildReport, StoreReport, VectorState, check_store, reconcile_vectors
+from .checkup import StoreReport, check_store
+from .health import RebuildReport, VectorState, reconcile_vectors
 from .memindex import MemoryIndex
 from .migrations import LATEST, MIGRATIONS, check_openable, migrate, schema_version
 from .repository import Repository, validate_record
