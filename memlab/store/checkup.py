@@ -19,7 +19,7 @@ from memlab.errors import CorruptStore, InvalidInput
 from .connect import Connection, connect
 from .health import (bad_times, embedded_count, missing_vectors, no_vector_count,
                      orphan_vectors, table_exists, vector_count)
-from .migrations import LATEST, schema_version
+from .migrations import LATEST, invalid_version, schema_version
 from .vecscan import Damage, sample, scan
 from .vectors import VectorCache, table_name
 
@@ -132,6 +132,9 @@ def _check(conn: Connection, report: StoreReport, *, full: bool, vector_sample: 
         report.problems.append(f"{len(broken)} foreign key violations ({', '.join(tables[:5])}): "
                                f"rows refer to memories that are not stored")
     version = report.schema_version = schema_version(conn)
+    if invalid_version(version):
+        report.problems.append(f"not a valid memlab store: {invalid_version(version)}")
+        return
     if version > LATEST:
         report.problems.append(f"schema version {version} is newer than this memlab's {LATEST}")
         return

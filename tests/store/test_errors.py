@@ -293,3 +293,30 @@ def test_a_newer_store_is_refused_by_path_and_left_byte_identical(tmp_path):
     msg = str(err.value)
     assert str(path) in msg and f"version {LATEST + 1} is newer" in msg
     assert sha(path) == before
+
+
+@pytest.mark.parametrize("version", [-1, -(2 ** 31)])
+def test_a_negative_schema_version_is_corrupt_store_naming_it(tmp_path, version):
+    """Issue 19, item 12: ``PRAGMA user_version = -1`` was read as "older than 1", and opening
+    ran migration 1 into the existing tables ("table schema_migrations already exists"). It is
+    damage, named before anything is written: CorruptStore with the path and the version, the
+    file byte-identical; `memlab store check` reports it."""
+    from memlab.errors import CorruptStore
+    from memlab.store import check_store
+
+    path = _make_store(tmp_path / "negative")
+    conn, _ = open_store(path)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("PRAGMA journal_mode = delete")
+    conn.close()
+    before = sha(path)
+    with pytest.raises(CorruptStore) as err:
+        _open(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"schema version (PRAGMA user_version) is {version}" in msg
+    assert "below 0" in msg and f"memlab store check {path}" in msg
+    assert sha(path) == before
+    report = check_store(path)
+    assert not report.healthy and report.schema_version == version
+    assert any(f"user_version) is {version}" in p for p in report.problems), report.problems
+    assert sha(path) == before
