@@ -14,9 +14,10 @@ Driver errors never leave the store: the connections :func:`connect` returns (an
 turn every error of the driver, on any statement or fetch, into memlab's own (:func:`store_error`,
 the one place that maps them): damage SQLite (or sqlite-vec, or the UTF-8 decoder) reports becomes
 :class:`~memlab.errors.CorruptStore` with the advice to run ``memlab store check PATH``; a refused
-write :class:`~memlab.errors.ReadOnlyStore`, saying whether the file or its folder is read-only; a
-lock held past ``store.busy_timeout_ms`` :class:`~memlab.errors.StoreLocked`; anything else
-:class:`~memlab.errors.StoreError`. Each names the store's path and the driver's message.
+write :class:`~memlab.errors.ReadOnlyStore`, saying whether the file is read-only, immutable or
+append-only (``chattr``, which root's privileges do not override) or on a read-only file system,
+or its folder is read-only; a lock held past ``store.busy_timeout_ms``
+:class:`~memlab.errors.StoreLocked`; anything else :class:`~memlab.errors.StoreError`. Each names the store's path and the driver's message.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import functools
 import os
 import re
 import sqlite3
+import stat
+import struct
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,18 +101,66 @@ def _read_only_reason(conn: Any, path: str) -> str:
     if getattr(conn, "memlab_read_only", False):
         return "it was opened read-only"
     p = Path(path)
-    if p.exists() and not os.access(p, os.W_OK):
-        return f"the file is read-only: make it writable (chmod u+w {p}) to write into it"
+    if p.exists() and (not os.access(p, os.W_OK) or any(_inode_flags(p))):
+        return _unwritable(p, "the file")      # access() passes an append-only file
     side = [p.with_name(p.name + s) for s in ("-wal", "-shm")]
     if not os.access(p.parent, os.W_OK) and not all(f.exists() for f in side):
         return (f"its folder {p.parent} is not writable, and SQLite's WAL mode needs to create "
                 f"{side[0].name} and {side[1].name} beside the file (even to read): make the "
                 f"folder writable, or copy the store into a writable folder")
-    locked = [f.name for f in side if f.exists() and not os.access(f, os.W_OK)]
+    locked = [f for f in side if f.exists() and not os.access(f, os.W_OK)]
     if locked:
-        return f"{' and '.join(locked)} beside it are read-only: make them writable"
+        return "; ".join(_unwritable(f, f"{f.name} beside it") for f in locked)
     return ("SQLite refused to write (a read-only file system, or the file, its folder or its "
             "-wal/-shm files are read-only for this process)")
+
+
+#: Linux inode flags (``FS_IOC_GETFLAGS``; ``chattr +i`` and ``chattr +a``), from linux/fs.h
+_FS_IMMUTABLE_FL, _FS_APPEND_FL = 0x10, 0x20
+
+
+def _inode_flags(p: Path) -> tuple[bool, bool]:
+    """(immutable, append-only) as the file system says (False, False when it cannot say): Linux's
+    ``FS_IOC_GETFLAGS`` ioctl, the BSDs' and macOS's ``st_flags``."""
+    st_flags = getattr(os.stat(p), "st_flags", None)
+    if st_flags is not None:
+        return (bool(st_flags & (stat.UF_IMMUTABLE | stat.SF_IMMUTABLE)),
+                bool(st_flags & (stat.UF_APPEND | stat.SF_APPEND)))
+    try:
+        import fcntl
+    except ImportError:   # pragma: no cover - Windows
+        return False, False
+    size = struct.calcsize("l")
+    request = (2 << 30) | (size << 16) | (ord("f") << 8) | 1     # _IOR('f', 1, long)
+    buf = bytearray(size)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False, False
+    try:
+        fcntl.ioctl(fd, request, buf)
+    except OSError:       # a file system without inode flags (ENOTTY), or no such ioctl
+        return False, False
+    finally:
+        os.close(fd)
+    flags = int.from_bytes(buf[:4], sys.byteorder)
+    return bool(flags & _FS_IMMUTABLE_FL), bool(flags & _FS_APPEND_FL)
+
+
+def _unwritable(p: Path, what: str) -> str:
+    """Why this process may not write the file ``p`` (``what`` names it): an immutable or
+    append-only attribute (which root's privileges do not override), a read-only file system, or
+    its permissions; and what to do."""
+    immutable, append = _inode_flags(p)
+    if immutable:
+        return (f"{what} is immutable (chattr +i; lsattr {p} shows 'i'): remove the attribute "
+                f"(chattr -i {p}, as root) to write into it; chmod cannot")
+    if append:
+        return (f"{what} is append-only (chattr +a; lsattr {p} shows 'a'), which SQLite cannot "
+                f"write: remove the attribute (chattr -a {p}, as root)")
+    if hasattr(os, "statvfs") and os.statvfs(p).f_flag & os.ST_RDONLY:
+        return f"{what} is on a read-only file system: copy the store to a writable one"
+    return f"{what} is read-only: make it writable (chmod u+w {p}) to write into it"
 
 
 #: The cursor calls that can raise a driver error (statements and fetches).

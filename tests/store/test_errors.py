@@ -320,3 +320,39 @@ def test_a_negative_schema_version_is_corrupt_store_naming_it(tmp_path, version)
     assert not report.healthy and report.schema_version == version
     assert any(f"user_version) is {version}" in p for p in report.problems), report.problems
     assert sha(path) == before
+
+
+def _chattr(flag: str, path) -> bool:
+    """``chattr flag path``; False where it cannot be set (no chattr, not root, or a file system
+    without the attribute)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("chattr") is None:
+        return False
+    return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("attr, said", [
+    ("+i", "the file is immutable (chattr +i"), ("+a", "the file is append-only (chattr +a")])
+def test_an_immutable_store_file_is_named_so_not_chmod(tmp_path, attr, said):
+    """Issue 19, item 12: an immutable (or append-only) file, which root cannot write either,
+    was given the advice `chmod u+w`, which changes nothing. ReadOnlyStore names the attribute
+    and `chattr -i` / `chattr -a`; the store is unchanged and reads still work."""
+    from memlab.errors import ReadOnlyStore
+
+    path = _make_store(tmp_path / "immutable")
+    before = sha(path)
+    if not _chattr(attr, path):
+        pytest.skip(f"chattr {attr} is not available here (needs root and ext4-like file system)")
+    try:
+        with _open(path) as st:
+            assert st.recall("green tea", k=1).texts == [EN[0]]
+            with pytest.raises(ReadOnlyStore) as err:
+                st.add("爱丽丝喜欢喝乌龙茶")
+    finally:
+        _chattr("-" + attr[1], path)
+    msg = str(err.value)
+    assert str(path) in msg and said in msg and f"chattr -{attr[1]} {path}" in msg
+    assert "chmod" not in msg.replace("chmod cannot", "")
+    assert sha(path) == before
