@@ -91,9 +91,9 @@ def intact(tmp_path_factory):
 
 @pytest.mark.parametrize("seed", range(16))
 def test_random_bytes_mid_file_give_the_right_answer_or_corrupt_store(tmp_path, intact, seed):
-    """4 KiB of random bytes over the middle of the file (page-aligned for even seeds): with the
-    default (no quick_check on open) every outcome is the intact store's answer or CorruptStore
-    naming the path and `memlab store check` - never a driver error, never a wrong answer."""
+    """4 KiB of random bytes over the middle of the file (page-aligned for even seeds): every
+    outcome is the intact store's answer or CorruptStore naming the path and `memlab store
+    check` - never a driver error, never a wrong answer."""
     import random
     import shutil
 
@@ -237,6 +237,8 @@ def test_read_only_connection_refuses_writes_as_read_only_store(tmp_path):
 def test_a_damaged_page_is_corrupt_store_naming_the_path(tmp_path):
     """A page of memory_records overwritten (quick_check off): the driver's 'database disk image
     is malformed' comes out as CorruptStore with the path and the advice."""
+    import memlab
+    from memlab.clock import FixedClock
     from memlab.errors import CorruptStore
 
     path = tmp_path / "s.sqlite"
@@ -252,7 +254,8 @@ def test_a_damaged_page_is_corrupt_store_naming_the_path(tmp_path):
     data[at:at + 64] = b"\x07" * 64           # a b-tree page header SQLite cannot parse
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptStore) as err:
-        with _open(path) as st:
+        with memlab.open_store(path, config=HCFG.replace(**{"store.quick_check": False}),
+                               clock=FixedClock(1_750_000_000)) as st:
             st.get([f"m{i}" for i in range(300)])
     assert str(path) in str(err.value) and f"memlab store check {path}" in str(err.value)
     assert "malformed" in str(err.value)
@@ -356,3 +359,43 @@ def test_an_immutable_store_file_is_named_so_not_chmod(tmp_path, attr, said):
     assert str(path) in msg and said in msg and f"chattr -{attr[1]} {path}" in msg
     assert "chmod" not in msg.replace("chmod cannot", "")
     assert sha(path) == before
+
+
+@pytest.mark.parametrize("where", [0.25, 0.5])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_damaged_file_is_refused_at_open_by_default_not_written_into(intact, tmp_path, where,
+                                                                        seed):
+    """Issue 19, item 11: 4 KiB of random bytes at 25 % or 50 % of the file. By default
+    (store.quick_check on) opening refuses it, CorruptStore naming the path and what SQLite found,
+    and nothing is written (byte-identical, no -wal left). With store.quick_check off, the issue's
+    case: open and add can succeed while PRAGMA integrity_check fails."""
+    import random
+    import shutil
+
+    import memlab
+    from memlab.clock import FixedClock
+    from memlab.errors import CorruptStore
+    from memlab.store import check_store
+
+    good, _ = intact
+    assert MemlabConfig().store.quick_check is True
+    path = tmp_path / "s.sqlite"
+    shutil.copy(good, path)
+    offset = int(path.stat().st_size * where) // PAGE * PAGE
+    with path.open("r+b") as fh:
+        fh.seek(offset)
+        fh.write(random.Random(seed).randbytes(PAGE))
+    assert not check_store(path, full=True).healthy      # SQLite sees the damage
+    before = sha(path)
+    with pytest.raises(CorruptStore) as err:
+        _open(path)
+    msg = str(err.value)
+    assert str(path) in msg and "PRAGMA quick_check failed" in msg
+    assert f"memlab store check {path}" in msg
+    assert sha(path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.sqlite"]
+    off = HCFG.replace(**{"store.quick_check": False})
+    try:                                   # without the check: written into, or refused later
+        with memlab.open_store(path, config=off, clock=FixedClock(1_750_000_000)) as st:
+            st.add("新的记忆 written into a damaged file")
+    except CorruptStore:
+        pass
