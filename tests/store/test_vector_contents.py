@@ -279,3 +279,34 @@ def cli():
         return runner.invoke(app, [str(a) if isinstance(a, Path) else a for a in args],
                              catch_exceptions=False)
     return run
+
+
+def test_two_memories_of_one_text_keep_their_own_vectors(tmp_path):
+    """Vectors a caller gives (``vectors=``) for one text twice, different: the second used to
+    replace the first in the embedding cache, so a rebuild gave the first memory the second's
+    vector and the contents check called the first damaged. Each is cached under a key of its
+    own: the open finds nothing, and a rebuild restores both vectors."""
+    from memlab.store import connect
+
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((3, 384)).astype(np.float32)
+    path = tmp_path / "m.sqlite"
+    with _open(path, memlab.embed.HashingEmbedder()) as st:
+        st.add_many([{"text": "同一句话 the same text", "id": "a"}], vectors=v[:1])
+        st.add_many([{"text": "同一句话 the same text", "id": "b"},
+                     {"text": "同一句话 the same text", "id": "c"}], vectors=v[1:])
+        table = st._store.vectors.table
+
+    def stored() -> dict:
+        conn = connect(path, busy_timeout_ms=1000)
+        got = dict(conn.execute("SELECT r.id, v.embedding FROM memory_records r JOIN "
+                                f'"{table}" v ON v.rowid = r.rowid').fetchall())
+        conn.close()
+        return got
+
+    want = {i: row.tobytes() for i, row in zip("abc", v)}
+    assert stored() == want
+    with _open(path, memlab.embed.HashingEmbedder()) as st:
+        assert st.health.ok and not st.health.problem and st.health.checked == 3
+        assert st.rebuild_vectors() == 3
+    assert stored() == want
