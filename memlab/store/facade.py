@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 import numpy as np
 
 from memlab.config import MemlabConfig
-from memlab.errors import InvalidInput, StoreError, StoreInconsistent
+from memlab.errors import CorruptStore, InvalidInput, StoreError, StoreInconsistent
 from memlab.types import MemoryRecord
 
 from .audit import AuditLog
@@ -396,8 +396,7 @@ class Store:
         was dropped (``before``: what the rebuild replaced)."""
         self._check_embedder(embedder)
         cached = self.embeddings.count(embedder.version)
-        before = scan(self.conn, self.vectors, self.vectors.count()) \
-            if table_exists(self.conn, self.vectors.table) else Damage(0, 0)
+        before, unreadable = self._contents()
         self.vectors.rebuild()
         self.embed_pending(embedder)
         self.dense = DenseView(self.vectors, read_index=self.config.store.read_index)
@@ -409,7 +408,19 @@ class Store:
                              problem_at_open=found.problem, lost_at_open=found.lost,
                              bad_times=bad_times(self.conn) or None,
                              checked_at_open=found.checked, checked_before=before.checked,
-                             damaged_before=len(before.rowids), damage_before=before.kinds())
+                             damaged_before=len(before.rowids), damage_before=before.kinds(),
+                             unreadable_before=unreadable)
+
+    def _contents(self) -> tuple[Damage, str]:
+        """Every vector of the table checked before a rebuild replaces it, and what made it
+        unreadable ("" when it was read): a table sqlite-vec cannot read is what a rebuild is
+        for, so that is reported (RebuildReport.unreadable_before), not raised."""
+        if not table_exists(self.conn, self.vectors.table):
+            return Damage(0, 0), ""
+        try:
+            return scan(self.conn, self.vectors, self.vectors.count()), ""
+        except CorruptStore as exc:
+            return Damage(0, 0), str(exc.__cause__ or exc)
 
     def vector_state(self) -> VectorState | None:
         """The vector table now (counts), with what was lost at open until it is re-embedded and

@@ -93,7 +93,10 @@ class RebuildReport:
     """What a rebuild of a vector table did: ``vectors`` in the rebuilt table, ``from_cache`` of
     them read back from the embedding cache, ``embedded`` texts the model embedded anew (not in
     the cache), ``pending`` memories still without a vector; what the check at open had found
-    (``problem_at_open``, ``lost_at_open``)."""
+    (``problem_at_open``, ``lost_at_open``, ``checked_at_open`` vectors' contents); what the
+    check of every vector found before the table was replaced (``checked_before``,
+    ``damaged_before`` of them, ``damage_before`` what kind; ``unreadable_before``: why
+    sqlite-vec could not read the table, when it could not)."""
 
     model_version: str
     table: str
@@ -109,15 +112,20 @@ class RebuildReport:
     checked_before: int = 0
     damaged_before: int = 0
     damage_before: str = ""
+    unreadable_before: str = ""
 
     def lines(self) -> list[str]:
         """The human report of ``memlab store rebuild``."""
+        whole = f"its counts, and the contents of {self.checked_at_open} vectors" \
+            if self.checked_at_open else "its counts"
         found = (f"at open    the table was {self.problem_at_open}: {self.lost_at_open} "
                  f"memories had lost their vectors" if self.problem_at_open else
-                 f"at open    the table was whole (its counts, and the contents of "
-                 f"{self.checked_at_open} vectors)")
+                 f"at open    the table was whole ({whole})")
         out = [f"model     {self.model_version} (table {self.table})", found]
-        if self.checked_before:
+        if self.unreadable_before:
+            out.append(f"before    the table could not be read ({self.unreadable_before}), "
+                       f"replaced")
+        elif self.checked_before:
             out.append(f"before    the contents of all {self.checked_before} vectors checked: " + (
                 f"{self.damaged_before} damaged ({self.damage_before}), replaced"
                 if self.damaged_before else "none damaged"))
@@ -317,10 +325,11 @@ def reconcile_vectors(conn: Connection, cache: VectorCache, *, sample_size: int 
 
 def rebuild_store(path: str | Path, *, config: Any, embedder: Any) -> RebuildReport:
     """Open the store at ``path`` and rebuild ``embedder``'s vector table (``memlab store
-    rebuild``). The store is opened with ``store.read_index = "sqlite-vec"`` so that the table
-    being rebuilt is never loaded first (a damaged one could not be)."""
+    rebuild``). The store is opened with ``store.read_index = "sqlite-vec"`` and
+    ``store.vector_sample = 0`` so that the table being rebuilt is never read at open (a damaged
+    one could not be); the rebuild checks every vector itself before replacing the table."""
     from .facade import Store   # the facade checks the vector table at open: imports this module
 
-    cfg = config.replace(**{"store.read_index": "sqlite-vec"})
+    cfg = config.replace(**{"store.read_index": "sqlite-vec", "store.vector_sample": 0})
     with Store.open(path, config=cfg, embedder=embedder) as store:
         return store.rebuild(embedder)

@@ -233,36 +233,72 @@ def test_store_check_full_on_the_cli_names_damaged_vectors(cli, tmp_path, counti
     assert _sha(path) == before
 
 
-@pytest.mark.parametrize("sample", [0, 256])
 def test_rebuild_after_a_count_preserving_swap_says_what_it_found(cli, tmp_path,
-                                                                  counting_embedder, sample):
+                                                                  counting_embedder):
     """Issue 19, item 12: two vectors swapped keep every count; `store rebuild` said "the table
-    was whole". Now the check at open finds them (sample 256 of 60: all), or, when the sample
-    did not read them (0), the rebuild checks every vector before replacing the table and says
-    what it replaced; the rankings come back either way."""
+    was whole". It opens the store without reading the table (a damaged one may be unreadable),
+    checks every vector before replacing the table and says what it replaced; the rankings come
+    back."""
     path = tmp_path / "m.sqlite"
     table, ref = _build(path, counting_embedder)
     damage(path, table, "swapped", [5, 33])
-    args = ["store", "rebuild", path, "--set", "embedding.backend=hashing", "--set",
-            f"store.vector_sample={sample}"]
+    args = ["store", "rebuild", path, "--set", "embedding.backend=hashing"]
     res = cli(*args)
     assert res.exit_code == 0, res.output
     kind = "2 not the embedding cache's vector of their text"
-    if sample:
-        assert (f"at open    the table was damaged (all {N} vectors checked: {kind}): 2 memories "
-                f"had lost their vectors") in res.stdout
-        assert f"before    the contents of all {N - 2} vectors checked: none damaged" in res.stdout
-    else:
-        assert "at open    the table was whole (its counts, and the contents of 0 vectors)" \
-            in res.stdout
-        assert f"before    the contents of all {N} vectors checked: 2 damaged ({kind}), " \
-               f"replaced" in res.stdout
-    assert f"rebuilt   {N} vectors for {N} memories" in res.stdout
+    assert "at open    the table was whole (its counts)" in res.stdout
+    assert f"before    the contents of all {N} vectors checked: 2 damaged ({kind}), replaced" \
+        in res.stdout
+    assert f"rebuilt   {N} vectors for {N} memories: {N} from the embedding cache" in res.stdout
     with _open(path, counting_embedder) as st:
         assert st.health.ok and _rankings(st) == ref
     again = json.loads(cli(*args, "--json").stdout)
     assert (again["problem_at_open"], again["checked_before"], again["damaged_before"]) == \
         ("", N, 0)
+
+
+def test_rebuild_through_the_api_reports_the_open_check(tmp_path, counting_embedder):
+    """A store opened as usual (the sample at open: all 60) finds the swap at open; its rebuild
+    report says so, and that the vectors left were whole."""
+    path = tmp_path / "m.sqlite"
+    table, ref = _build(path, counting_embedder)
+    damage(path, table, "swapped", [5, 33])
+    with _open(path, counting_embedder) as st:
+        report = st._store.rebuild(counting_embedder)
+        assert _rankings(st) == ref
+    kind = "2 not the embedding cache's vector of their text"
+    assert report.lines()[1] == (f"at open    the table was damaged (all {N} vectors checked: "
+                                 f"{kind}): 2 memories had lost their vectors")
+    assert report.lines()[2] == f"before    the contents of all {N - 2} vectors checked: none " \
+                                f"damaged"
+
+
+def test_a_table_sqlite_vec_cannot_read_is_corrupt_at_open_and_rebuilt(cli, tmp_path,
+                                                                     counting_embedder):
+    """A chunk of vectors cut short: the sample at open cannot read it (CorruptStore naming the
+    path, the file unchanged); `memlab store rebuild` does not read the table at open, reports
+    what it could not read, replaces it, and the rankings come back."""
+    from memlab.errors import CorruptStore
+
+    path = tmp_path / "m.sqlite"
+    table, ref = _build(path, counting_embedder)
+    conn = connect(path, busy_timeout_ms=1000)
+    chunk, blob = conn.execute(f'SELECT rowid, vectors FROM "{table}_vector_chunks00"').fetchone()
+    conn.execute(f'UPDATE "{table}_vector_chunks00" SET vectors = ? WHERE rowid = ?',
+                 (blob[:100], chunk))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    before = _sha(path)
+    with pytest.raises(CorruptStore) as err:
+        _open(path, counting_embedder)
+    assert str(path) in str(err.value) and "Could not fetch vector data" in str(err.value)
+    assert _sha(path) == before
+    res = cli("store", "rebuild", path, "--set", "embedding.backend=hashing")
+    assert res.exit_code == 0, res.output
+    assert "before    the table could not be read (Could not fetch vector data for 1" \
+        in res.stdout and "), replaced" in res.stdout
+    with _open(path, counting_embedder) as st:
+        assert st.health.ok and _rankings(st) == ref
 
 
 @pytest.fixture
