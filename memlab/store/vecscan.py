@@ -99,7 +99,7 @@ def _references(conn: Connection, cache: VectorCache, rowids: Sequence[int]
         (cache.model_version, json.dumps([int(r) for r in rowids])))}
 
 
-def inspect(conn: Connection, cache: VectorCache, rows: Sequence[tuple[int, bytes]],
+def check_rows(conn: Connection, cache: VectorCache, rows: Sequence[tuple[int, bytes]],
             total: int) -> Damage:
     """Check these stored ``(rowid, blob)`` rows of ``cache``'s table (see the module)."""
     if not rows:
@@ -173,7 +173,7 @@ def _read(conn: Connection, cache: VectorCache, rowids: Sequence[int]) -> list[t
 def sample(conn: Connection, cache: VectorCache, size: int, total: int) -> Damage:
     """Check ``size`` vectors evenly spaced over ``cache``'s table (``total`` rows)."""
     with read_snapshot(conn):
-        return inspect(conn, cache, _read(conn, cache, sample_rowids(conn, cache.table, size)),
+        return check_rows(conn, cache, _read(conn, cache, sample_rowids(conn, cache.table, size)),
                        total)
 
 
@@ -186,8 +186,8 @@ def scan(conn: Connection, cache: VectorCache, total: int, *, batch: int = SCAN_
             rows = cur.fetchmany(batch)
             if not rows:
                 break
-            parts.append(inspect(conn, cache, rows, total))
+            parts.append(check_rows(conn, cache, rows, total))
     return _merge(total, parts)
 
 
-__all__ = ["Damage", "SCAN_BATCH", "inspect", "sample", "sample_rowids", "scan"]
+__all__ = ["Damage", "SCAN_BATCH", "check_rows", "sample", "sample_rowids", "scan"]
