@@ -17,7 +17,8 @@ the one place that maps them): damage SQLite (or sqlite-vec, or the UTF-8 decode
 write :class:`~memlab.errors.ReadOnlyStore`, saying whether the file is read-only, immutable or
 append-only (``chattr``, which root's privileges do not override) or on a read-only file system,
 or its folder is read-only; a lock held past ``store.busy_timeout_ms``
-:class:`~memlab.errors.StoreLocked`; anything else :class:`~memlab.errors.StoreError`. Each names the store's path and the driver's message.
+:class:`~memlab.errors.StoreLocked`; anything else :class:`~memlab.errors.StoreError`. Each
+names the store's path and the driver's message.
 """
 
 from __future__ import annotations

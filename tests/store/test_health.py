@@ -192,6 +192,7 @@ def test_a_damaged_vector_table_can_still_be_rebuilt(built):
                                    "embedding.backend=hashing", "--set", "store.vector_sample=0"],
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "before    the contents of all 60 vectors checked: 1 damaged (1 not finite)" in res.output
+    assert "before    the contents of all 60 vectors checked: 1 damaged (1 not finite)" \
+        in res.output
     with _open(path, memlab.embed.HashingEmbedder()) as st:
         assert st.health.ok and _rankings(st) == ref
