@@ -195,21 +195,24 @@ def recall_cmd(
 def store_check(
     store: Path = store_argument("The store file (opened read-only)."),
     full: bool = typer.Option(False, "--full", help="PRAGMA integrity_check (slower) instead of "
-                              "quick_check."),
+                              "quick_check, and the contents of every vector instead of "
+                              "store.vector_sample of them."),
     as_json: bool = json_flag("The report as JSON."),
     config: Optional[Path] = config_option(help=None),
     set_: Optional[List[str]] = set_option("key=value overrides."),
 ) -> None:
     """Integrity, schema version, records by layer and status, pending embeddings, vectors
-    against embedded memories per model version, the change log. Writes nothing. Exit code 0 when
+    against embedded memories per model version and their contents, the change log. Writes
+    nothing. Exit code 0 when
     healthy, 1 when a problem is found, 2 when the file cannot be opened."""
-    from memlab.store.health import check_store
+    from memlab.store.checkup import check_store
 
     if not store.exists():
         fail(f"{store}: no such store file")
     with failing():
         cfg = load_cli_config(config, set_)
-        report = check_store(store, full=full, busy_timeout_ms=cfg.store.busy_timeout_ms)
+        report = check_store(store, full=full, busy_timeout_ms=cfg.store.busy_timeout_ms,
+                             vector_sample=cfg.store.vector_sample)
     typer.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=1) if as_json
                else "\n".join(report.lines()))
     raise typer.Exit(0 if report.healthy else 1)

@@ -28,7 +28,8 @@ from .cache import EmbeddingCache, EmbeddingCacheFile, text_hash
 from .connect import Connection, connect, db_path, driver, store_error, transaction
 from .exact import ExactIndex
 from .facade import DenseView, Store
-from .health import RebuildReport, StoreReport, VectorState, check_store, reconcile_vectors
+from .checkup import StoreReport, check_store
+from .health import RebuildReport, VectorState, reconcile_vectors
 from .memindex import MemoryIndex
 from .migrations import LATEST, MIGRATIONS, check_openable, migrate, schema_version
 from .repository import Repository, validate_record
@@ -37,11 +38,12 @@ from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter
                       registered_tables, table_name)
 
 
-def open_store(path: str | Path, *, config: MemlabConfig | None = None, quick_check: bool = False
-               ) -> tuple[Connection, Repository]:
-    """Connect (``store.busy_timeout_ms``, ``store.journal_mode``), migrate, and return
-    ``(connection, Repository)``."""
+def open_store(path: str | Path, *, config: MemlabConfig | None = None,
+               quick_check: bool | None = None) -> tuple[Connection, Repository]:
+    """Connect (``store.busy_timeout_ms``, ``store.journal_mode``, ``store.quick_check`` unless
+    ``quick_check`` is given), migrate, and return ``(connection, Repository)``."""
     config = config if config is not None else MemlabConfig()
+    quick_check = config.store.quick_check if quick_check is None else quick_check
     conn = connect(path, busy_timeout_ms=config.store.busy_timeout_ms,
                    journal_mode=config.store.journal_mode, quick_check=quick_check,
                    preflight=check_openable)

@@ -68,6 +68,36 @@ class EmbeddingCache:
         arr = np.asarray(vectors, np.float32)
         if arr.ndim != 2 or arr.shape[0] != len(texts) or arr.shape[1] == 0:
             raise InvalidInput("vector", f"needs shape ({len(texts)}, dim)", tuple(arr.shape))
+        self._put(model_version, [text_hash(t) for t in texts], arr)
+
+    def put_own(self, model_version: str, texts: Sequence[str], vectors: Any) -> list[str]:
+        """Store the vectors memories are given (one per text) and return the key each is stored
+        under: the text's hash, or, when the cache holds another vector of that text (a caller's
+        own vectors, two of one text), ``"<text hash>:<sha256 of the vector's bytes>"``. Every
+        memory keeps the key of its own vector (``memory_embeddings``), so a rebuild restores
+        each one's vector and a check of the vector table compares each with its own; the text's
+        hash keeps the vector first cached for it."""
+        _check_model(model_version)
+        texts = [_check_text(t) for t in texts]
+        arr = np.asarray(vectors, np.float32)
+        if arr.ndim != 2 or arr.shape[0] != len(texts) or arr.shape[1] == 0:
+            raise InvalidInput("vector", f"needs shape ({len(texts)}, dim)", tuple(arr.shape))
+        hashes = [text_hash(t) for t in texts]
+        held = {h: blob for h, blob in self.conn.execute(
+            "SELECT text_hash, vector FROM embedding_cache WHERE model_version = ? AND text_hash "
+            "IN (SELECT value FROM json_each(?))", (model_version, json.dumps(hashes)))}
+        keys, rows = [], {}
+        for h, v in zip(hashes, arr):
+            blob = np.ascontiguousarray(v).tobytes()
+            key = h if held.setdefault(h, blob) == blob else \
+                f"{h}:{hashlib.sha256(blob).hexdigest()}"
+            keys.append(key)
+            rows[key] = blob
+        self._put(model_version, list(rows), np.stack([np.frombuffer(b, np.float32)
+                                                       for b in rows.values()]))
+        return keys
+
+    def _put(self, model_version: str, keys: Sequence[str], arr: np.ndarray) -> None:
         if not np.isfinite(arr).all():
             raise InvalidInput("vector", "must be finite (no NaN or inf)", "non-finite values")
         dim = int(arr.shape[1])
@@ -75,8 +105,8 @@ class EmbeddingCache:
             self.conn.executemany(
                 "INSERT OR REPLACE INTO embedding_cache (model_version, text_hash, dim, vector) "
                 "VALUES (?, ?, ?, ?)",
-                [(model_version, text_hash(t), dim, np.ascontiguousarray(v).tobytes())
-                 for t, v in zip(texts, arr)])
+                [(model_version, k, dim, np.ascontiguousarray(v).tobytes())
+                 for k, v in zip(keys, arr)])
 
     def embed(self, model_version: str, texts: Sequence[str],
               embed_fn: Callable[[list[str]], Any]) -> np.ndarray:

@@ -14,9 +14,11 @@ Driver errors never leave the store: the connections :func:`connect` returns (an
 turn every error of the driver, on any statement or fetch, into memlab's own (:func:`store_error`,
 the one place that maps them): damage SQLite (or sqlite-vec, or the UTF-8 decoder) reports becomes
 :class:`~memlab.errors.CorruptStore` with the advice to run ``memlab store check PATH``; a refused
-write :class:`~memlab.errors.ReadOnlyStore`, saying whether the file or its folder is read-only; a
-lock held past ``store.busy_timeout_ms`` :class:`~memlab.errors.StoreLocked`; anything else
-:class:`~memlab.errors.StoreError`. Each names the store's path and the driver's message.
+write :class:`~memlab.errors.ReadOnlyStore`, saying whether the file is read-only, immutable or
+append-only (``chattr``, which root's privileges do not override) or on a read-only file system,
+or its folder is read-only; a lock held past ``store.busy_timeout_ms``
+:class:`~memlab.errors.StoreLocked`; anything else :class:`~memlab.errors.StoreError`. Each
+names the store's path and the driver's message.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import functools
 import os
 import re
 import sqlite3
+import stat
+import struct
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,18 +102,66 @@ def _read_only_reason(conn: Any, path: str) -> str:
     if getattr(conn, "memlab_read_only", False):
         return "it was opened read-only"
     p = Path(path)
-    if p.exists() and not os.access(p, os.W_OK):
-        return f"the file is read-only: make it writable (chmod u+w {p}) to write into it"
+    if p.exists() and (not os.access(p, os.W_OK) or any(_inode_flags(p))):
+        return _unwritable(p, "the file")      # access() passes an append-only file
     side = [p.with_name(p.name + s) for s in ("-wal", "-shm")]
     if not os.access(p.parent, os.W_OK) and not all(f.exists() for f in side):
         return (f"its folder {p.parent} is not writable, and SQLite's WAL mode needs to create "
                 f"{side[0].name} and {side[1].name} beside the file (even to read): make the "
                 f"folder writable, or copy the store into a writable folder")
-    locked = [f.name for f in side if f.exists() and not os.access(f, os.W_OK)]
+    locked = [f for f in side if f.exists() and not os.access(f, os.W_OK)]
     if locked:
-        return f"{' and '.join(locked)} beside it are read-only: make them writable"
+        return "; ".join(_unwritable(f, f"{f.name} beside it") for f in locked)
     return ("SQLite refused to write (a read-only file system, or the file, its folder or its "
             "-wal/-shm files are read-only for this process)")
+
+
+#: Linux inode flags (``FS_IOC_GETFLAGS``; ``chattr +i`` and ``chattr +a``), from linux/fs.h
+_FS_IMMUTABLE_FL, _FS_APPEND_FL = 0x10, 0x20
+
+
+def _inode_flags(p: Path) -> tuple[bool, bool]:
+    """(immutable, append-only) as the file system says (False, False when it cannot say): Linux's
+    ``FS_IOC_GETFLAGS`` ioctl, the BSDs' and macOS's ``st_flags``."""
+    st_flags = getattr(os.stat(p), "st_flags", None)
+    if st_flags is not None:
+        return (bool(st_flags & (stat.UF_IMMUTABLE | stat.SF_IMMUTABLE)),
+                bool(st_flags & (stat.UF_APPEND | stat.SF_APPEND)))
+    try:
+        import fcntl
+    except ImportError:   # pragma: no cover - Windows
+        return False, False
+    size = struct.calcsize("l")
+    request = (2 << 30) | (size << 16) | (ord("f") << 8) | 1     # _IOR('f', 1, long)
+    buf = bytearray(size)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False, False
+    try:
+        fcntl.ioctl(fd, request, buf)
+    except OSError:       # a file system without inode flags (ENOTTY), or no such ioctl
+        return False, False
+    finally:
+        os.close(fd)
+    flags = int.from_bytes(buf[:4], sys.byteorder)
+    return bool(flags & _FS_IMMUTABLE_FL), bool(flags & _FS_APPEND_FL)
+
+
+def _unwritable(p: Path, what: str) -> str:
+    """Why this process may not write the file ``p`` (``what`` names it): an immutable or
+    append-only attribute (which root's privileges do not override), a read-only file system, or
+    its permissions; and what to do."""
+    immutable, append = _inode_flags(p)
+    if immutable:
+        return (f"{what} is immutable (chattr +i; lsattr {p} shows 'i'): remove the attribute "
+                f"(chattr -i {p}, as root) to write into it; chmod cannot")
+    if append:
+        return (f"{what} is append-only (chattr +a; lsattr {p} shows 'a'), which SQLite cannot "
+                f"write: remove the attribute (chattr -a {p}, as root)")
+    if hasattr(os, "statvfs") and os.statvfs(p).f_flag & os.ST_RDONLY:
+        return f"{what} is on a read-only file system: copy the store to a writable one"
+    return f"{what} is read-only: make it writable (chmod u+w {p}) to write into it"
 
 
 #: The cursor calls that can raise a driver error (statements and fetches).
@@ -227,10 +280,13 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
         busy_timeout_ms: how long a writer waits for another process's lock before failing.
         journal_mode: ``"wal"`` (readers read while one process writes) or ``"delete"``. In-memory
             databases keep SQLite's ``memory`` journal.
-        quick_check: also run ``PRAGMA quick_check`` on open. Off by default: it reads every
-            page (about 2 s for a 750 MB store of 100k memories with 384-d vectors); the header
-            (magic, page size, size against the page count) and ``sqlite_master`` are always
-            checked, which catches non-databases, foreign files and truncation.
+        quick_check: also run ``PRAGMA quick_check`` on open, before anything can write: a file
+            whose pages SQLite finds damaged is refused (CorruptStore), unchanged. It reads every
+            page (2.8 s for a 511 MB store of 100k memories with 384-d vectors on 2 cores:
+            ``benchmarks/store_open.py``). Off in this function; :meth:`Store.open
+            <memlab.store.facade.Store.open>` passes ``store.quick_check``, on by default. The
+            header (magic, page size, size against the page count) and ``sqlite_master`` are
+            always checked, which catches non-databases, foreign files and truncation.
         cache_size_kib: SQLite page cache per connection (KiB); bulk adds into the term index need
             more than SQLite's 2 MiB default.
         synchronous: ``"normal"`` (WAL: atomic and consistent after a crash; the last commits can
@@ -279,7 +335,10 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()   # the schema is readable
         if quick_check:
-            rows = conn.execute("PRAGMA quick_check").fetchall()
+            try:
+                rows = conn.execute("PRAGMA quick_check").fetchall()
+            except CorruptStore as exc:          # a page the check itself cannot read
+                rows = [(str(exc.__cause__ or exc),)]
             if rows != [("ok",)]:
                 detail = "; ".join(str(r[0]) for r in rows[:5])
                 raise CorruptStore(f"{name}: PRAGMA quick_check failed: {detail}. Run `memlab "

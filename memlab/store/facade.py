@@ -18,19 +18,21 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 import numpy as np
 
 from memlab.config import MemlabConfig
-from memlab.errors import InvalidInput, StoreError, StoreInconsistent
+from memlab.errors import CorruptStore, InvalidInput, StoreError, StoreInconsistent
 from memlab.types import MemoryRecord
 
 from .audit import AuditLog
 from .cache import EmbeddingCache, FreshVectors
 from .connect import Connection, connect, transaction
 from .exact import ExactIndex
-from .health import RebuildReport, VectorState, bad_times, measure_vectors, reconcile_vectors
+from .health import (RebuildReport, VectorState, bad_times, measure_vectors, reconcile_vectors,
+                     table_exists)
 from .memindex import MemoryIndex
 from .migrations import check_openable, migrate
 from .recall_log import RecallEvents
 from .repository import Repository
 from .snapshot import in_write_transaction, read_snapshot
+from .vecscan import Damage, scan
 from .vectors import VectorCache, load_meta
 
 log = logging.getLogger("memlab")
@@ -123,7 +125,8 @@ class Store:
             self.vectors = VectorCache(conn, model_version=embedder.version, dim=int(embedder.dim),
                                        dtype=s.vector_dtype, int8_scale=s.int8_scale,
                                        partitioned=s.partition_by_quarter)
-            self.vector_check = reconcile_vectors(conn, self.vectors)   # lost vectors: pending
+            self.vector_check = reconcile_vectors(   # lost or damaged vectors: pending
+                conn, self.vectors, sample_size=s.vector_sample)
             self.vectors.ensure()
             self.dense = DenseView(self.vectors, read_index=s.read_index)
 
@@ -388,9 +391,12 @@ class Store:
         return self.rebuild(embedder).vectors
 
     def rebuild(self, embedder: _Embedder) -> RebuildReport:
-        """:meth:`rebuild_vectors`, returning what it did (``memlab store rebuild``)."""
+        """:meth:`rebuild_vectors`, returning what it did (``memlab store rebuild``): what the
+        check at open found, and what a check of every vector's contents found before the table
+        was dropped (``before``: what the rebuild replaced)."""
         self._check_embedder(embedder)
         cached = self.embeddings.count(embedder.version)
+        before, unreadable = self._contents()
         self.vectors.rebuild()
         self.embed_pending(embedder)
         self.dense = DenseView(self.vectors, read_index=self.config.store.read_index)
@@ -400,13 +406,29 @@ class Store:
                              records=state.records, from_cache=state.vectors - embedded,
                              embedded=embedded, vectors=state.vectors, pending=state.pending,
                              problem_at_open=found.problem, lost_at_open=found.lost,
-                             bad_times=bad_times(self.conn) or None)
+                             bad_times=bad_times(self.conn) or None,
+                             checked_at_open=found.checked, checked_before=before.checked,
+                             damaged_before=len(before.rowids), damage_before=before.kinds(),
+                             unreadable_before=unreadable)
+
+    def _contents(self) -> tuple[Damage, str]:
+        """Every vector of the table checked before a rebuild replaces it, and what made it
+        unreadable ("" when it was read): a table sqlite-vec cannot read is what a rebuild is
+        for, so that is reported (RebuildReport.unreadable_before), not raised."""
+        if not table_exists(self.conn, self.vectors.table):
+            return Damage(0, 0), ""
+        try:
+            return scan(self.conn, self.vectors, self.vectors.count()), ""
+        except CorruptStore as exc:
+            return Damage(0, 0), str(exc.__cause__ or exc)
 
     def vector_state(self) -> VectorState | None:
-        """The vector table now (counts), with what was lost at open until it is re-embedded."""
+        """The vector table now (counts), with what was lost at open until it is re-embedded and
+        how many vectors' contents the open checked."""
         if self.vectors is None:
             return None
-        now = measure_vectors(self.conn, self.vectors)
+        now = dataclasses.replace(measure_vectors(self.conn, self.vectors),
+                                  checked=self.vector_check.checked)
         if self._lost_pending():
             return dataclasses.replace(now, lost=self.vector_check.lost,
                                        problem=self.vector_check.problem)

@@ -14,10 +14,14 @@ re-embeds them through the embedding cache: the same vectors, so the same rankin
 calling the model again. memlab's choice: mark pending at open rather than re-embed there, so that
 opening stays cheap and never calls an embedder.
 
-:func:`check_store` is the full report behind ``memlab store check PATH``: SQLite's integrity check,
-schema version, records by layer and status, pending embeddings and vector rows against embedded
-memories per model version, and the change log that keeps the in-process MemoryIndex fresh. It
-opens the file read-only and writes nothing.
+The counts cannot see a vector that is there but wrong (zeroed, NaN, scaled, swapped with another
+memory's). So every open also checks the contents of ``store.vector_sample`` vectors evenly spaced
+over the table (:func:`memlab.store.vecscan.sample`: finite, not all zero, the embedding cache's
+vector of the memory's text); when one is damaged, every vector is checked
+(:func:`~memlab.store.vecscan.scan`) and the damaged ones are dropped and their memories marked
+pending, said as a lost table is (``problem`` "damaged (...)").
+
+The full report of a store file, ``memlab store check PATH``, is :mod:`memlab.store.checkup`.
 """
 
 from __future__ import annotations
@@ -25,21 +29,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memlab.errors import CorruptStore
 from memlab.inputs import MAX_TIME, MIN_TIME, TIME_RANGE
 
-from .connect import Connection, connect, db_path, transaction
-from .migrations import LATEST, schema_version
+from .connect import Connection, db_path, transaction
 from .records import TIME_OUT_OF_RANGE_SQL
-from .vectors import VectorCache, table_name
+from .vecscan import Damage, sample, scan
+from .vectors import VectorCache
 
 log = logging.getLogger("memlab")
-
-_TRIGGERS = ("memory_records_log_insert", "memory_records_log_update", "memory_records_log_delete")
 
 
 # ----------------------------------------------------------------------------- vector cache
@@ -49,8 +50,9 @@ class VectorState:
     """The vector cache of one model version, as counted at open (and after a re-embedding).
 
     ``records``: memories stored; ``embedded``: memories marked embedded under the model;
-    ``vectors``: rows in its table; ``lost``: memories whose vector was found missing at open and
-    that were marked pending again; ``problem``: what was wrong at open ("" when whole).
+    ``vectors``: rows in its table; ``lost``: memories whose vector was found missing (or
+    damaged) at open and that were marked pending again; ``problem``: what was wrong at open (""
+    when whole); ``checked``: vectors whose contents were checked at open.
     """
 
     model_version: str
@@ -61,6 +63,7 @@ class VectorState:
     lost: int = 0
     problem: str = ""
     no_vector: int = 0
+    checked: int = 0
 
     @property
     def pending(self) -> int:
@@ -90,7 +93,10 @@ class RebuildReport:
     """What a rebuild of a vector table did: ``vectors`` in the rebuilt table, ``from_cache`` of
     them read back from the embedding cache, ``embedded`` texts the model embedded anew (not in
     the cache), ``pending`` memories still without a vector; what the check at open had found
-    (``problem_at_open``, ``lost_at_open``)."""
+    (``problem_at_open``, ``lost_at_open``, ``checked_at_open`` vectors' contents); what the
+    check of every vector found before the table was replaced (``checked_before``,
+    ``damaged_before`` of them, ``damage_before`` what kind; ``unreadable_before``: why
+    sqlite-vec could not read the table, when it could not)."""
 
     model_version: str
     table: str
@@ -102,15 +108,30 @@ class RebuildReport:
     problem_at_open: str = ""
     lost_at_open: int = 0
     bad_times: "BadTimes | None" = None
+    checked_at_open: int = 0
+    checked_before: int = 0
+    damaged_before: int = 0
+    damage_before: str = ""
+    unreadable_before: str = ""
 
     def lines(self) -> list[str]:
         """The human report of ``memlab store rebuild``."""
+        whole = f"its counts, and the contents of {self.checked_at_open} vectors" \
+            if self.checked_at_open else "its counts"
         found = (f"at open    the table was {self.problem_at_open}: {self.lost_at_open} "
                  f"memories had lost their vectors" if self.problem_at_open else
-                 "at open    the table was whole")
-        out = [f"model     {self.model_version} (table {self.table})", found,
-               f"rebuilt   {self.vectors} vectors for {self.records} memories: {self.from_cache} "
-               f"from the embedding cache, {self.embedded} embedded anew, {self.pending} pending"]
+                 f"at open    the table was whole ({whole})")
+        out = [f"model     {self.model_version} (table {self.table})", found]
+        if self.unreadable_before:
+            out.append(f"before    the table could not be read ({self.unreadable_before}), "
+                       f"replaced")
+        elif self.checked_before:
+            out.append(f"before    the contents of all {self.checked_before} vectors checked: " + (
+                f"{self.damaged_before} damaged ({self.damage_before}), replaced"
+                if self.damaged_before else "none damaged"))
+        out.append(f"rebuilt   {self.vectors} vectors for {self.records} memories: "
+                   f"{self.from_cache} from the embedding cache, {self.embedded} embedded anew, "
+                   f"{self.pending} pending")
         if self.bad_times:
             out.append(f"skipped   {self.bad_times.problem()}")
         return out
@@ -237,32 +258,56 @@ def _problem(conn: Connection, cache: VectorCache, state: VectorState) -> str:
     return " and ".join(found)
 
 
-def reconcile_vectors(conn: Connection, cache: VectorCache) -> VectorState:
-    """Check the vector table of ``cache`` against the memories marked embedded; when vectors are
-    missing, mark those memories pending, recreate a missing table, and log it (once, naming the
-    store). Three counts when the table is whole (the embedded marks: one pass over
-    ``memory_embeddings``, ~10 ms at 50k memories; no vector is read); the repair is one
-    transaction.
+def _sampled(conn: Connection, cache: VectorCache, state: VectorState, size: int) -> Damage:
+    """The contents of ``size`` vectors of the table (none when it is absent or ``size`` is 0)."""
+    if size <= 0 or not state.vectors or not table_exists(conn, cache.table):
+        return Damage(0, state.vectors)
+    return sample(conn, cache, size, state.vectors)
 
-    Returns the state found (``lost``, ``problem``). Raises ReadOnlyStore when a repair is needed
-    but the store cannot be written.
+
+def _damaged(conn: Connection, cache: VectorCache, state: VectorState, size: int
+             ) -> tuple[list[int], str]:
+    """Inside the repair's transaction: (rowids of damaged vectors, what was found) when the
+    sample finds damage (then every vector is checked); ([], "") otherwise."""
+    sampled = _sampled(conn, cache, state, size)
+    if not sampled:
+        return [], ""
+    found = sampled if sampled.checked >= state.vectors else scan(conn, cache, state.vectors)
+    head = "" if found is sampled else f"found in {sampled.scope()} vectors; "
+    return found.rowids, f"damaged ({head}{found.scope()} vectors checked: {found.kinds()})"
+
+
+def reconcile_vectors(conn: Connection, cache: VectorCache, *, sample_size: int = 0
+                      ) -> VectorState:
+    """Check the vector table of ``cache`` against the memories marked embedded, and the contents
+    of ``sample_size`` of its vectors (``store.vector_sample``); when vectors are missing or
+    damaged, drop the damaged ones, mark those memories pending, recreate a missing table, and
+    log it (once, naming the store). Three counts and the sample when the table is whole (the
+    embedded marks: one pass over ``memory_embeddings``, ~10 ms at 50k memories; the sample: an
+    index seek per vector); the repair is one transaction.
+
+    Returns the state found (``lost``, ``problem``, ``checked``). Raises ReadOnlyStore when a
+    repair is needed but the store cannot be written.
     """
     state = measure_vectors(conn, cache)
-    if not _problem(conn, cache, state):
-        return state
+    sampled = _sampled(conn, cache, state, sample_size)
+    if not _problem(conn, cache, state) and not sampled:
+        return dataclasses.replace(state, checked=sampled.checked)
     with transaction(conn):
         state = measure_vectors(conn, cache)       # again, under the write lock: another
         problem = _problem(conn, cache, state)     # process may have repaired it meanwhile
-        if not problem:
-            return state
+        damaged, said = _damaged(conn, cache, state, sample_size) if not problem.startswith(
+            ("missing", "unregistered")) else ([], "")
+        if not problem and not damaged:
+            return dataclasses.replace(state, checked=sampled.checked)
         if problem.startswith("missing"):
             conn.execute("DELETE FROM vector_tables WHERE model_version = ?",
                          (cache.model_version,))
         elif problem.startswith("unregistered"):
             conn.execute(f'DROP TABLE "{cache.table}"')   # layout unknown: rebuilt empty
         orphans = orphan_vectors(conn, cache.table)
-        if orphans:                          # rowids are never reused: these are garbage
-            cache.delete(orphans)
+        if orphans or damaged:               # rowids are never reused: orphans are garbage
+            cache.delete(orphans + damaged)
         lost = missing_vectors(conn, cache.model_version, cache.table)
         if lost:
             ids = json.dumps(lost)
@@ -271,219 +316,20 @@ def reconcile_vectors(conn: Connection, cache: VectorCache) -> VectorState:
             conn.execute("UPDATE memory_records SET embedding_status = 'pending' WHERE rowid IN "
                          "(SELECT value FROM json_each(?))", (ids,))
         cache.ensure()
-    state = dataclasses.replace(measure_vectors(conn, cache), lost=len(lost), problem=problem)
+    state = dataclasses.replace(measure_vectors(conn, cache), lost=len(lost),
+                                problem=" and ".join(p for p in (problem, said) if p),
+                                checked=sampled.checked)
     log.warning("memlab: %s", state.note(db_path(conn)))
     return state
 
 
 def rebuild_store(path: str | Path, *, config: Any, embedder: Any) -> RebuildReport:
     """Open the store at ``path`` and rebuild ``embedder``'s vector table (``memlab store
-    rebuild``). The store is opened with ``store.read_index = "sqlite-vec"`` so that the table
-    being rebuilt is never loaded first (a damaged one could not be)."""
+    rebuild``). The store is opened with ``store.read_index = "sqlite-vec"`` and
+    ``store.vector_sample = 0`` so that the table being rebuilt is never read at open (a damaged
+    one could not be); the rebuild checks every vector itself before replacing the table."""
     from .facade import Store   # the facade checks the vector table at open: imports this module
 
-    cfg = config.replace(**{"store.read_index": "sqlite-vec"})
+    cfg = config.replace(**{"store.read_index": "sqlite-vec", "store.vector_sample": 0})
     with Store.open(path, config=cfg, embedder=embedder) as store:
         return store.rebuild(embedder)
-
-
-# ----------------------------------------------------------------------------- memlab store check
-
-@dataclass
-class StoreReport:
-    """What ``memlab store check`` found. ``problems`` make it unhealthy (exit code 1);
-    ``warnings`` do not (pending embeddings, an older schema that opening will migrate)."""
-
-    path: str
-    integrity_check: str = "quick_check"
-    integrity: list[str] = field(default_factory=list)
-    schema_version: int | None = None
-    latest_schema_version: int = LATEST
-    records: dict[str, dict[str, int]] = field(default_factory=dict)
-    vectors: list[dict[str, Any]] = field(default_factory=list)
-    change_log: dict[str, Any] = field(default_factory=dict)
-    lexical_index: dict[str, int] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def healthy(self) -> bool:
-        return not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"healthy": self.healthy, **asdict(self)}
-
-    def lines(self) -> list[str]:
-        """The human report of ``memlab store check``: one line per section."""
-        def counts(d: dict[str, int]) -> str:
-            return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
-
-        out = [f"store        {self.path}",
-               f"integrity    {'; '.join(self.integrity[:5]) or 'not checked'} "
-               f"(PRAGMA {self.integrity_check})"]
-        if self.schema_version is not None:
-            out.append(f"schema       version {self.schema_version} (this memlab: "
-                       f"{self.latest_schema_version})")
-        if self.records:
-            total = sum(self.records["retention_layer"].values())
-            out += [f"records      {total}: {counts(self.records['retention_layer'])}",
-                    f"lifecycle    {counts(self.records['lifecycle_state'])}",
-                    f"embedding    {counts(self.records['embedding_status'])}"]
-        for v in self.vectors:
-            out.append(f"vectors      {v['model_version']}: {v['vectors']} vectors, "
-                       f"{v['embedded']} embedded, {v['pending']} pending, "
-                       f"{v['missing_vectors']} missing (table {v['table']}"
-                       f"{'' if v['table_exists'] else ': absent'})")
-        if self.lexical_index:
-            out.append(f"lexical      {self.lexical_index['searchable_records']} searchable "
-                       f"memories, {self.lexical_index['indexed_documents']} indexed")
-        if self.change_log:
-            c = self.change_log
-            triggers = f"missing {c['triggers_missing']}" if c["triggers_missing"] else "ok"
-            out.append(f"change log   generation {c['generation']}, {c['logged_rows']} rows "
-                       f"logged, triggers {triggers}")
-        out += [f"warning      {w}" for w in self.warnings]
-        out += [f"problem      {p}" for p in self.problems]
-        out.append("healthy" if self.healthy else f"UNHEALTHY: {len(self.problems)} problem(s)")
-        return out
-
-
-def check_store(path: str | Path, *, full: bool = False, busy_timeout_ms: int = 10_000
-                ) -> StoreReport:
-    """Check a store file without writing to it (opened read-only).
-
-    Args:
-        path: the store file (it must exist).
-        full: ``PRAGMA integrity_check`` (every index against its table) instead of the faster
-            ``PRAGMA quick_check``.
-        busy_timeout_ms: how long to wait for a writer's lock.
-
-    Raises:
-        StoreError: the file cannot be opened at all (missing, a folder, no access). A damaged
-            file is not raised: it is reported (``integrity``, ``problems``).
-    """
-    report = StoreReport(str(path), "integrity_check" if full else "quick_check")
-    try:
-        conn = connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True)
-    except CorruptStore as exc:
-        report.integrity = [str(exc)]
-        report.problems.append(f"not a readable SQLite database: {exc}")
-        return report
-    try:
-        _check(conn, report, full=full)
-    except CorruptStore as exc:     # a damaged page met by one of the counts
-        report.problems.append(f"damaged: {exc}")
-    finally:
-        conn.close()
-    return report
-
-
-def _check(conn: Connection, report: StoreReport, *, full: bool) -> None:
-    pragma = report.integrity_check
-    try:
-        report.integrity = [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}(20)").fetchall()]
-    except CorruptStore as exc:
-        report.integrity = [str(exc)]
-    if report.integrity != ["ok"]:
-        report.problems.append(f"PRAGMA {pragma}: " + "; ".join(report.integrity[:5]))
-    broken = conn.execute("PRAGMA foreign_key_check").fetchall()
-    if broken:
-        tables = sorted({f"{r[0]} -> {r[2]}" for r in broken})
-        report.problems.append(f"{len(broken)} foreign key violations ({', '.join(tables[:5])}): "
-                               f"rows refer to memories that are not stored")
-    version = report.schema_version = schema_version(conn)
-    if version > LATEST:
-        report.problems.append(f"schema version {version} is newer than this memlab's {LATEST}")
-        return
-    if version == 0:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
-                                             "'table' AND name NOT LIKE 'sqlite_%'")]
-        if tables:
-            report.problems.append(f"not a memlab store (schema version 0, tables "
-                                   f"{sorted(tables)[:5]})")
-        else:
-            report.warnings.append("an empty database: opening it creates a memlab store")
-        return
-    if version < LATEST:
-        report.warnings.append(f"schema version {version}: opening the store writable migrates it "
-                               f"to {LATEST}")
-    for column in ("retention_layer", "lifecycle_state", "embedding_status"):
-        report.records[column] = dict(conn.execute(
-            f"SELECT {column}, count(*) FROM memory_records GROUP BY {column} ORDER BY {column}"
-        ).fetchall())
-    n_records = sum(report.records["retention_layer"].values())
-    found = bad_times(conn)
-    if found:
-        report.problems.append(found.problem())
-    _check_vectors(conn, report, n_records)
-    _check_lexical(conn, report)
-    if version >= 2:
-        _check_change_log(conn, report)
-
-
-def _check_vectors(conn: Connection, report: StoreReport, n_records: int) -> None:
-    registry = {r[0]: r[1] for r in conn.execute("SELECT model_version, table_name FROM "
-                                                 "vector_tables")}
-    marked = [r[0] for r in conn.execute("SELECT DISTINCT model_version FROM memory_embeddings")]
-    for model in sorted(set(registry) | set(marked)):
-        table = registry.get(model, table_name(model))
-        exists = table_exists(conn, table)
-        embedded = embedded_count(conn, model)
-        missing = len(missing_vectors(conn, model, table))
-        orphans = len(orphan_vectors(conn, table))
-        uncached = int(conn.execute(
-            "SELECT count(*) FROM memory_embeddings e WHERE e.model_version = ? AND NOT EXISTS "
-            "(SELECT 1 FROM embedding_cache c WHERE c.model_version = e.model_version AND "
-            "c.text_hash = e.text_hash)", (model,)).fetchone()[0])
-        row = {"model_version": model, "table": table, "registered": model in registry,
-               "table_exists": exists, "vectors": vector_count(conn, table),
-               "embedded": embedded, "no_vector": no_vector_count(conn, model),
-               "pending": max(n_records - embedded - no_vector_count(conn, model), 0),
-               "missing_vectors": missing, "orphan_vectors": orphans,
-               "not_in_embedding_cache": uncached}
-        report.vectors.append(row)
-        if model in registry and not exists:
-            report.problems.append(f"vector table {table} of {model!r} is missing (registered)")
-        elif exists and model not in registry:
-            report.problems.append(f"vector table {table} of {model!r} is not registered")
-        elif missing:
-            report.problems.append(f"{missing} of {embedded} memories embedded under {model!r} "
-                                   f"have no vector in {table}")
-        if orphans:
-            report.problems.append(f"{orphans} vectors in {table} belong to no stored memory")
-        if row["pending"]:
-            report.warnings.append(f"{row['pending']} memories await embedding under {model!r}")
-        if uncached:
-            report.warnings.append(f"{uncached} vectors of {model!r} are not in the embedding "
-                                   f"cache: a rebuild embeds those texts again")
-
-
-def _check_lexical(conn: Connection, report: StoreReport) -> None:
-    searchable = int(conn.execute("SELECT count(*) FROM memory_records WHERE lifecycle_state = "
-                                  "'active' AND deprecated = 0").fetchone()[0])
-    indexed = int(conn.execute("SELECT coalesce(sum(n_docs), 0) FROM memory_owners").fetchone()[0])
-    report.lexical_index = {"searchable_records": searchable, "indexed_documents": indexed}
-    if searchable != indexed:
-        report.problems.append(f"lexical index counts {indexed} searchable memories, the records "
-                               f"{searchable}")
-
-
-def _check_change_log(conn: Connection, report: StoreReport) -> None:
-    """The change log that keeps the in-process MemoryIndex fresh: its triggers, its generation,
-    and no logged change ahead of the generation."""
-    gen = conn.execute("SELECT gen FROM memory_generation WHERE id = 1").fetchone()
-    logged, newest = conn.execute("SELECT count(*), max(seq) FROM memory_changes").fetchone()
-    triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
-                                           "'trigger'")}
-    absent = [t for t in _TRIGGERS if t not in triggers]
-    report.change_log = {"generation": None if gen is None else int(gen[0]),
-                         "logged_rows": int(logged), "newest_change": newest,
-                         "triggers_missing": absent}
-    if gen is None:
-        report.problems.append("change log: memory_generation has no row")
-    elif newest is not None and newest > gen[0]:
-        report.problems.append(f"change log: a change at generation {newest} is ahead of the "
-                               f"store's generation {gen[0]}")
-    if absent:
-        report.problems.append(f"change log: triggers {absent} are missing: the in-process "
-                               f"MemoryIndex would miss writes")

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from memlab.errors import StoreError
+from memlab.errors import CorruptStore, StoreError
 from memlab.types import (COGNITIVE_LAYERS, EMBEDDING_STATUSES, EPISTEMIC_STATUSES,
                           LIFECYCLE_STATES, RETENTION_LAYERS, SCOPES, CATEGORIES)
 
@@ -349,8 +349,23 @@ def _refuse_foreign(conn: Connection) -> None:
                          f"unchanged)", path=path)
 
 
+def invalid_version(version: int, latest: int = LATEST) -> str:
+    """What is wrong with a schema version no memlab writes ("" for 0 .. ``latest`` and newer
+    ones, which :func:`_refuse_newer` names)."""
+    if version >= 0:
+        return ""
+    return (f"its schema version (PRAGMA user_version) is {version}: no memlab writes one below 0 "
+            f"(0 is a new database, 1 to {latest} memlab's schemas)")
+
+
 def _refuse_newer(conn: Connection, latest: int) -> None:
     current = schema_version(conn)
+    wrong = invalid_version(current, latest)
+    if wrong:
+        path = db_path(conn)
+        raise CorruptStore(f"{path}: not a valid memlab store: {wrong}; the file was changed "
+                           f"behind memlab's back or is damaged, and is left unchanged: run "
+                           f"`memlab store check {path}`", path=path)
     if current > latest:
         path = db_path(conn)
         raise StoreError(f"{path}: store schema version {current} is newer than this memlab's "
@@ -359,8 +374,8 @@ def _refuse_newer(conn: Connection, latest: int) -> None:
 
 def check_openable(conn: Connection) -> None:
     """Refuse, before anything is written (:func:`~memlab.store.connect.connect` runs it before
-    the journal mode is set), a database of another application (schema version 0 with tables)
-    or of a newer memlab. Reads only.
+    the journal mode is set), a database of another application (schema version 0 with tables),
+    of a newer memlab, or with a schema version below 0 (:class:`CorruptStore`). Reads only.
 
     Both reads see one state (a read snapshot): another process creating the same new store may
     commit its first migration between them, and a version read before that commit with the tables
@@ -368,6 +383,7 @@ def check_openable(conn: Connection) -> None:
 
     Raises:
         StoreError: naming the file, what it holds and what to do; the file is left unchanged.
+        CorruptStore: the schema version is below 0.
     """
     with read_snapshot(conn):
         _refuse_newer(conn, LATEST)
@@ -383,6 +399,7 @@ def migrate(conn: Connection, *, migrations: Sequence[tuple[int, str, Sequence[S
 
     Raises:
         StoreError: the database is newer than this code, or holds tables of another application.
+        CorruptStore: its schema version is below 0.
     """
     latest = migrations[-1][0] if migrations else 0
     for i, (version, _, _) in enumerate(migrations, start=1):

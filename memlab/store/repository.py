@@ -296,8 +296,10 @@ class Repository:
     def put_vectors(self, cache: VectorCache, rowids: Sequence[int], vectors: Any, *,
                     texts: Sequence[str] | None = None) -> int:
         """Store memories' vectors in one transaction: the vector table, the embedding cache (under
-        the texts embedded: ``texts``, default the memory texts) and the embedded marks, so the
-        vector table can always be rebuilt. Returns the table's new generation (for ExactIndex)."""
+        the texts embedded: ``texts``, default the memory texts; a vector that differs from the
+        one cached for its text under a key of its own: :meth:`EmbeddingCache.put_own`) and the
+        embedded marks, so the vector table can always be rebuilt with each memory's own vector.
+        Returns the table's new generation (for ExactIndex)."""
         rowids = [int(r) for r in rowids]
         arr = cache.check_vectors(vectors, len(rowids))
         if texts is not None and len(texts) != len(rowids):
@@ -306,10 +308,9 @@ class Repository:
             if texts is None:
                 texts = [r[1] for r in self._by_rowid("SELECT rowid, text FROM memory_records",
                                                       rowids)]
-            EmbeddingCache(self.conn).put_many(cache.model_version, texts, arr)
+            keys = EmbeddingCache(self.conn).put_own(cache.model_version, texts, arr)
             generation = cache.upsert(rowids, arr)
-            self.mark_embedded(rowids, cache.model_version,
-                               text_hashes=[text_hash(t) for t in texts])
+            self.mark_embedded(rowids, cache.model_version, text_hashes=keys)
         return generation
 
     # -- reads -----------------------------------------------------------------------------------

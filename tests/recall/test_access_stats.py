@@ -19,7 +19,7 @@ from memlab.clock import FixedClock
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, StoreLocked
 from memlab.recall.access import AccessBuffer
-from memlab.store.health import check_store
+from memlab.store.checkup import check_store
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_790_000_000.0

@@ -20,7 +20,8 @@ from memlab.embed import HashingEmbedder
 from memlab.errors import InvalidInput, StoreInconsistent
 from memlab.inputs import MAX_INT, MAX_NESTING, MAX_TIME, MIN_TIME
 from memlab.store import Store, connect, quarter, quarters_between
-from memlab.store.health import check_store, rebuild_store
+from memlab.store.checkup import check_store
+from memlab.store.health import rebuild_store
 from memlab.text import memory_terms
 from memlab.types import MemoryRecord
 

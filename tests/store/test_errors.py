@@ -91,9 +91,9 @@ def intact(tmp_path_factory):
 
 @pytest.mark.parametrize("seed", range(16))
 def test_random_bytes_mid_file_give_the_right_answer_or_corrupt_store(tmp_path, intact, seed):
-    """4 KiB of random bytes over the middle of the file (page-aligned for even seeds): with the
-    default (no quick_check on open) every outcome is the intact store's answer or CorruptStore
-    naming the path and `memlab store check` - never a driver error, never a wrong answer."""
+    """4 KiB of random bytes over the middle of the file (page-aligned for even seeds): every
+    outcome is the intact store's answer or CorruptStore naming the path and `memlab store
+    check` - never a driver error, never a wrong answer."""
     import random
     import shutil
 
@@ -118,9 +118,12 @@ def test_random_bytes_mid_file_give_the_right_answer_or_corrupt_store(tmp_path, 
 
 def test_a_vector_of_nan_bytes_is_damage_not_a_ranking(tmp_path):
     """Bytes in the vector table that are no float (NaN) cannot come from memlab, which refuses
-    non-finite vectors: loading them is CorruptStore, not a silently wrong dense ranking."""
+    non-finite vectors: loading them is CorruptStore, not a silently wrong dense ranking. (A
+    vector the sample at open reads is repaired there instead: tests/store/test_vector_contents.py;
+    here the sample is off, as for a vector between the sampled ones.)"""
+    import memlab
+    from memlab.clock import FixedClock
     from memlab.errors import CorruptStore
-    from memlab.store import Store
 
     path = tmp_path / "s.sqlite"
     with _open(path) as st:
@@ -133,7 +136,8 @@ def test_a_vector_of_nan_bytes_is_damage_not_a_ranking(tmp_path):
     conn.close()
     before = sha(path)
     with pytest.raises(CorruptStore) as err:
-        with _open(path) as st:
+        with memlab.open_store(path, config=HCFG.replace(**{"store.vector_sample": 0}),
+                               clock=FixedClock(1_750_000_000)) as st:
             st.recall("green tea")
     assert str(path) in str(err.value) and "not finite" in str(err.value)
     assert sha(path) == before
@@ -214,6 +218,8 @@ def test_read_only_connection_refuses_writes_as_read_only_store(tmp_path):
 def test_a_damaged_page_is_corrupt_store_naming_the_path(tmp_path):
     """A page of memory_records overwritten (quick_check off): the driver's 'database disk image
     is malformed' comes out as CorruptStore with the path and the advice."""
+    import memlab
+    from memlab.clock import FixedClock
     from memlab.errors import CorruptStore
 
     path = tmp_path / "s.sqlite"
@@ -229,7 +235,8 @@ def test_a_damaged_page_is_corrupt_store_naming_the_path(tmp_path):
     data[at:at + 64] = b"\x07" * 64           # a b-tree page header SQLite cannot parse
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptStore) as err:
-        with _open(path) as st:
+        with memlab.open_store(path, config=HCFG.replace(**{"store.quick_check": False}),
+                               clock=FixedClock(1_750_000_000)) as st:
             st.get([f"m{i}" for i in range(300)])
     assert str(path) in str(err.value) and f"memlab store check {path}" in str(err.value)
     assert "malformed" in str(err.value)
@@ -270,3 +277,106 @@ def test_a_newer_store_is_refused_by_path_and_left_byte_identical(tmp_path):
     msg = str(err.value)
     assert str(path) in msg and f"version {LATEST + 1} is newer" in msg
     assert sha(path) == before
+
+
+@pytest.mark.parametrize("version", [-1, -(2 ** 31)])
+def test_a_negative_schema_version_is_corrupt_store_naming_it(tmp_path, version):
+    """Issue 19, item 12: ``PRAGMA user_version = -1`` was read as "older than 1", and opening
+    ran migration 1 into the existing tables ("table schema_migrations already exists"). It is
+    damage, named before anything is written: CorruptStore with the path and the version, the
+    file byte-identical; `memlab store check` reports it."""
+    from memlab.errors import CorruptStore
+    from memlab.store import check_store
+
+    path = _make_store(tmp_path / "negative")
+    conn, _ = open_store(path)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("PRAGMA journal_mode = delete")
+    conn.close()
+    before = sha(path)
+    with pytest.raises(CorruptStore) as err:
+        _open(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"schema version (PRAGMA user_version) is {version}" in msg
+    assert "below 0" in msg and f"memlab store check {path}" in msg
+    assert sha(path) == before
+    report = check_store(path)
+    assert not report.healthy and report.schema_version == version
+    assert any(f"user_version) is {version}" in p for p in report.problems), report.problems
+    assert sha(path) == before
+
+
+def _chattr(flag: str, path) -> bool:
+    """``chattr flag path``; False where it cannot be set (no chattr, not root, or a file system
+    without the attribute)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("chattr") is None:
+        return False
+    return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("attr, said", [
+    ("+i", "the file is immutable (chattr +i"), ("+a", "the file is append-only (chattr +a")])
+def test_an_immutable_store_file_is_named_so_not_chmod(tmp_path, attr, said):
+    """Issue 19, item 12: an immutable (or append-only) file, which root cannot write either,
+    was given the advice `chmod u+w`, which changes nothing. ReadOnlyStore names the attribute
+    and `chattr -i` / `chattr -a`; the store is unchanged and reads still work."""
+    from memlab.errors import ReadOnlyStore
+
+    path = _make_store(tmp_path / "immutable")
+    before = sha(path)
+    if not _chattr(attr, path):
+        pytest.skip(f"chattr {attr} is not available here (needs root and ext4-like file system)")
+    try:
+        with _open(path) as st:
+            assert st.recall("green tea", k=1).texts == [EN[0]]
+            with pytest.raises(ReadOnlyStore) as err:
+                st.add("爱丽丝喜欢喝乌龙茶")
+    finally:
+        _chattr("-" + attr[1], path)
+    msg = str(err.value)
+    assert str(path) in msg and said in msg and f"chattr -{attr[1]} {path}" in msg
+    assert "chmod" not in msg.replace("chmod cannot", "")
+    assert sha(path) == before
+
+
+@pytest.mark.parametrize("where", [0.25, 0.5])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_damaged_file_is_refused_at_open_by_default_not_written_into(intact, tmp_path, where,
+                                                                        seed):
+    """Issue 19, item 11: 4 KiB of random bytes at 25 % or 50 % of the file. By default
+    (store.quick_check on) opening refuses it, CorruptStore naming the path and what SQLite found,
+    and nothing is written (byte-identical, no -wal left). With store.quick_check off, the issue's
+    case: open and add can succeed while PRAGMA integrity_check fails."""
+    import random
+    import shutil
+
+    import memlab
+    from memlab.clock import FixedClock
+    from memlab.errors import CorruptStore
+    from memlab.store import check_store
+
+    good, _ = intact
+    assert MemlabConfig().store.quick_check is True
+    path = tmp_path / "s.sqlite"
+    shutil.copy(good, path)
+    offset = int(path.stat().st_size * where) // PAGE * PAGE
+    with path.open("r+b") as fh:
+        fh.seek(offset)
+        fh.write(random.Random(seed).randbytes(PAGE))
+    assert not check_store(path, full=True).healthy      # SQLite sees the damage
+    before = sha(path)
+    with pytest.raises(CorruptStore) as err:
+        _open(path)
+    msg = str(err.value)
+    assert str(path) in msg and "PRAGMA quick_check failed" in msg
+    assert f"memlab store check {path}" in msg
+    assert sha(path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.sqlite"]
+    off = HCFG.replace(**{"store.quick_check": False})
+    try:                                   # without the check: written into, or refused later
+        with memlab.open_store(path, config=off, clock=FixedClock(1_750_000_000)) as st:
+            st.add("新的记忆 written into a damaged file")
+    except CorruptStore:
+        pass

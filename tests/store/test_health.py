@@ -117,7 +117,7 @@ def test_a_lost_vector_cache_is_detected_said_and_restored(built, counting_embed
 def test_check_store_names_what_would_make_recall_wrong(built, damage, problem):
     import hashlib
 
-    from memlab.store.health import check_store
+    from memlab.store.checkup import check_store
 
     path, _, _ = built
     assert check_store(path).healthy
@@ -156,7 +156,7 @@ def test_a_vector_whose_marked_memory_is_unreadable_is_corrupt_store(built):
     memory_records looks like; memlab never writes it): CorruptStore, and `store check` names
     the broken reference."""
     from memlab.errors import CorruptStore
-    from memlab.store.health import check_store
+    from memlab.store.checkup import check_store
 
     path, table, _ = built
     conn = _raw(path)
@@ -171,8 +171,9 @@ def test_a_vector_whose_marked_memory_is_unreadable_is_corrupt_store(built):
 
 
 def test_a_damaged_vector_table_can_still_be_rebuilt(built):
-    """A vector table that cannot be loaded (NaN bytes): `memlab store rebuild` does not need
-    to load it first, and rebuilds it from the records with the original rankings."""
+    """A vector table that cannot be loaded (NaN bytes where the sample at open does not read:
+    it is off here): `memlab store rebuild` does not need to load it first, and rebuilds it from
+    the records with the original rankings."""
     from typer.testing import CliRunner
 
     from memlab.cli import app
@@ -185,9 +186,13 @@ def test_a_damaged_vector_table_can_still_be_rebuilt(built):
                  (b"\xff" * 64 + blob[64:], chunk))
     conn.close()
     with pytest.raises(CorruptStore, match="memlab store rebuild"):
-        _open(path, memlab.embed.HashingEmbedder())
+        memlab.open_store(path, config=HCFG.replace(**{"store.vector_sample": 0}),
+                          embedder=memlab.embed.HashingEmbedder())
     res = CliRunner().invoke(app, ["store", "rebuild", str(path), "--set",
-                                   "embedding.backend=hashing"], catch_exceptions=False)
+                                   "embedding.backend=hashing", "--set", "store.vector_sample=0"],
+                             catch_exceptions=False)
     assert res.exit_code == 0, res.output
+    assert "before    the contents of all 60 vectors checked: 1 damaged (1 not finite)" \
+        in res.output
     with _open(path, memlab.embed.HashingEmbedder()) as st:
         assert st.health.ok and _rankings(st) == ref

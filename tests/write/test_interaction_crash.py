@@ -29,7 +29,7 @@ from pathlib import Path
 
 import memlab
 from memlab.config import MemlabConfig
-from memlab.store.health import check_store
+from memlab.store.checkup import check_store
 from memlab.text import extract_entities
 
 ROOT = Path(__file__).resolve().parents[2]
