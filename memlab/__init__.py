@@ -5,7 +5,7 @@ The notebook-facing API (each imported on first use, so ``import memlab`` stays 
 - ``memlab.open_store(path, *, config=..., clock=..., ...)``: a memory store
   (:func:`memlab.api.open_store`);
 - ``memlab.bench(dataset, *, presets=..., track=..., ...)``: ``memlab bench`` in Python
-  (:func:`memlab.workbench.bench`; ``memlab.bench`` is also the benchmark package);
+  (:func:`memlab.bench.workbench.bench`; ``memlab.bench`` is also the benchmark package);
 - ``memlab.sweep(dataset, *, space=..., trials=..., track=..., ...)``: ``memlab sweep`` in Python
   (:func:`memlab.workbench.sweep`);
 - ``memlab.plots``: every figure, one namespace (:mod:`memlab.plots`);

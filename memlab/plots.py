@@ -28,8 +28,20 @@ FIGURES: dict[str, str] = {
     "sweep_pareto": "memlab.tune.plots:pareto",
     # learned weights (memlab fit): permutation importance over folds
     "fit_importance": "memlab.tune.crossfit:importance_figure",
-    # the VRAM gate: a trace's residency timeline
-    "vram_timeline": "memlab.vram.trace:plot_timeline",
+    # why recall missed (memlab.compare, memlab explain-misses)
+    "win_tie_loss_bars": "memlab.bench.missplots:win_tie_loss_bars",
+    "where_lost_bars": "memlab.bench.missplots:where_lost_bars",
+    # forgetting: the retention curves of the config, recall by the gold's age, the fit
+    "retention_plot": "memlab.bench.forgetplots:retention_plot",
+    "half_life_plot": "memlab.bench.forgetplots:half_life_plot",
+    "eligibility_plot": "memlab.bench.forgetplots:eligibility_plot",
+    "cue_reactivation_plot": "memlab.bench.forgetplots:cue_reactivation_plot",
+    "recall_by_age_plot": "memlab.bench.forgetplots:recall_by_age_plot",
+    "forgetting_fit_plot": "memlab.bench.forgetplots:forgetting_fit_plot",
+    "calibration_plot": "memlab.bench.forgetplots:calibration_plot",
+    # the VRAM gate: a trace's or a simulation's timeline, the policies compared
+    "vram_timeline": "memlab.vram.plots:vram_timeline",
+    "vram_policies": "memlab.vram.plots:vram_policies",
 }
 
 #: helpers beside the figures

@@ -14,6 +14,9 @@ PACKAGE = Path(memlab.__file__).resolve().parent
 RANK = {
     "errors": 0, "types": 0, "clock": 0, "version": 0, "files": 0,
     "yamlfile": 0.5,     # YAML files read strictly (duplicate keys, depth): config and spaces
+    "frames": 0.5,       # .to_frame() of results and list reads (pandas, errors only)
+    "home": 0.5,         # where caches, results and mlflow.db live (MEMLAB_HOME)
+    "notebook": 0.5,     # figures shown inline in a Jupyter kernel (IPython's printer)
     "config": 1, "inputs": 1, "text": 1,
     "safety": 1.5,       # pure checks of what is written and recalled (config, errors, types only)
     "cliutil": 1.5,      # what the command modules share (fail, option declarations, config of
@@ -33,6 +36,8 @@ RANK = {
     "bench": 7,          # replays datasets through the api
     "tune": 7.5,         # sweeps, fits and folds over bench's cached replays
     "cli": 8, "__init__": 8,
+    "workbench": 8,      # memlab.bench(...) and memlab.sweep(...): the commands' Python twins
+    "plots": 8,          # memlab.plots: one namespace over every layer's figures
 }
 
 

@@ -29,7 +29,8 @@ def test_every_figure_resolves_and_takes_ax():
     assert set(plots.FIGURES) <= set(dir(plots)) and "save" in dir(plots)
     for name in plots.FIGURES:
         fn = getattr(plots, name)
-        assert callable(fn) and "ax" in inspect.signature(fn).parameters, name
+        params = inspect.signature(fn).parameters     # ax=, or fig= for a multi-panel figure
+        assert callable(fn) and ("ax" in params or "fig" in params), name
     with pytest.raises(AttributeError, match="recall_curve"):
         plots.no_such_figure  # noqa: B018
 

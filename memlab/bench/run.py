@@ -129,7 +129,7 @@ class BenchOutcome:
     vram: Any = None   # memlab.bench.vramgate.BenchVRAM: the gate the run's models went through
     #: where it ran (memlab.bench.environment): versions, commit, CPU, embedder numerics
     environment: dict[str, Any] | None = None
-    #: set by memlab.bench (memlab.workbench): the run folder, the files and runs that could not
+    #: set by memlab.bench (memlab.bench.workbench): the run folder, the files and runs that could not
     #: be written ({"path", "error"}), the MLflow runs (memlab.bench.track.track_outcome)
     run_dir: Path | None = None
     artifact_errors: list[dict[str, str]] | None = None
