@@ -52,4 +52,3 @@ def dump(conn) -> list:
     return out
 
 
-from privileges import NOBODY, as_unprivileged  # noqa: E402,F401 (used by the store tests)

@@ -13,7 +13,8 @@ import pytest
 from memlab.config import MemlabConfig
 from memlab.errors import StoreError
 from memlab.store import open_store
-from store_helpers import NOBODY, add, as_unprivileged, dump, rec
+from privileges import NOBODY, as_unprivileged
+from store_helpers import add, dump, rec
 
 
 def sha(path) -> str:
