@@ -35,11 +35,13 @@ from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
 
 __all__ = ["Run", "Comparison", "compare", "load_run", "per_question", "write_per_question",
-           "OUTCOMES", "AGE_BINS"]
+           "OUTCOMES", "AGE_BINS", "NO_AGE"]
 
 OUTCOMES = ("win", "tie", "loss")
 #: gold-age bins in days of :meth:`Comparison.summary` ``by="gold_age"``
 AGE_BINS: tuple[float, ...] = (0.0, 7.0, 14.0, 30.0, 90.0, float("inf"))
+#: the gold-age group of a question whose gold has no age in the bins (none written by asked_at)
+NO_AGE = "no gold yet / outside the bins"
 _INFO = ("category", "language", "gold_age_days")
 
 
@@ -240,8 +242,9 @@ class Comparison:
         if by == "gold_age":
             ages = self._column("gold_age_days")
             cut = pd.cut(ages, bins=list(bins), right=False)
-            return [(f"{iv.left:g}-{iv.right:g} d", self.frame[cut == iv])
-                    for iv in cut.cat.categories if (cut == iv).any()]
+            groups = [(f"{iv.left:g}-{iv.right:g} d", self.frame[cut == iv])
+                      for iv in cut.cat.categories if (cut == iv).any()]
+            return groups + ([(NO_AGE, self.frame[cut.isna()])] if cut.isna().any() else [])
         values = self._column(by)
         return [(str(g), self.frame[values == g])
                 for g in sorted(pd.unique(values.dropna()), key=str)]

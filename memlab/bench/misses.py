@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from memlab.bench.compare import AGE_BINS
+from memlab.bench.compare import AGE_BINS, NO_AGE
 from memlab.bench.datasets import registry
 from memlab.bench.featcache import features_key
 from memlab.bench.replay import Replayed
@@ -74,7 +74,8 @@ class MissReport:
     def summary(self, *, by: str | None = None, share: bool = False,
                 misses_only: bool = False, bins: Sequence[float] = AGE_BINS) -> pd.DataFrame:
         """Questions per stage (columns, :data:`STAGES` order) for each preset (rows); ``by``
-        (``category``, ``language``, ``gold_age``: the gold's age binned by ``bins`` days, or
+        (``category``, ``language``, ``gold_age``: the gold's age binned by ``bins`` days, the
+        questions without an age in the bins under :data:`NO_AGE`; or
         another column of ``to_frame()``) adds a row level; ``misses_only`` drops the ``found``
         column; ``share`` divides each row by its total (with ``misses_only``: the share of the
         misses)."""
@@ -83,8 +84,10 @@ class MissReport:
             if "gold_age_days" not in frame.columns:
                 raise InvalidInput("by", "gold_age needs the dataset's gold ages", by)
             cut = pd.cut(frame["gold_age_days"], bins=list(bins), right=False)
-            frame["gold_age"] = cut.cat.rename_categories(
+            cut = cut.cat.rename_categories(
                 [f"{iv.left:g}-{iv.right:g} d" for iv in cut.cat.categories])
+            # no age: no gold written by asked_at (or an age outside the bins), said by name
+            frame["gold_age"] = cut.cat.add_categories([NO_AGE]).fillna(NO_AGE)
         if by is not None and by not in frame.columns:
             raise InvalidInput("by", "a column of the report's frame: "
                                + ", ".join(c for c in frame.columns if c != "stage"), by)

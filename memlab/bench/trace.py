@@ -79,16 +79,12 @@ def _routes_of(table: Mapping[str, np.ndarray], pos: int) -> list[str]:
 
 
 def gold_ages(ds: Dataset) -> pd.Series:
-    """Per question key (``conversation::query``): days from its youngest gold item's timestamp
-    to ``asked_at`` (negative: written after the question; NaN: no gold item in the dataset)."""
-    stamps = {(c, it.item_id): it.timestamp for c in ds.conversations() for it in ds.items_of(c)}
-    out = {}
-    for q in ds.questions:
-        c = q.conversation_id
-        ts = [stamps[(c, e)] for e in q.evidence if (c, e) in stamps]
-        out[f"{q.conversation_id}::{q.query_id}"] = (
-            min((q.asked_at - t).total_seconds() for t in ts) / 86_400.0 if ts else np.nan)
-    return pd.Series(out, name="gold_age_days", dtype=float)
+    """Per question key (``conversation::query``): the age in days of its youngest gold item
+    written by ``asked_at`` (NaN: none written yet) — ``gold_age_days`` of
+    :func:`memlab.bench.goldage.gold_columns`, the one definition per_query uses too."""
+    from memlab.bench.goldage import gold_columns
+
+    return gold_columns(ds)["gold_age_days"]
 
 
 def question_languages(ds: Dataset) -> pd.Series:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import memlab
 from memlab.bench.artifacts import run_folder, write_artifacts
-from memlab.bench.compare import Comparison, load_run, per_question
+from memlab.bench.compare import NO_AGE, Comparison, load_run, per_question
 from memlab.bench.missplots import OUTCOME_COLOURS, win_tie_loss_bars
 from memlab.bench.run import run_bench
 from memlab.bench.significance import paired_test
@@ -69,6 +69,8 @@ def test_summary_per_category_language_and_gold_age():
     assert ages["n"].tolist() == [6, 2, 1, 1, 1, 1]
     custom = c.summary(by="gold_age", bins=(0, 30, float("inf")))
     assert custom["n"].tolist() == [6, 4, 2]
+    narrow = c.summary(by="gold_age", bins=(0, 30))        # 40 and 100 days: no bin, said so
+    assert narrow.index.tolist() == ["all", "0-30 d", NO_AGE] and narrow["n"].tolist() == [6, 4, 2]
 
 
 def test_filters_recompute_the_test_on_the_subset():
@@ -146,8 +148,9 @@ def test_bench_results_outcomes_and_folders_are_runs(tmp_path, bench_out):
     assert from_outcome.dataset == "tiny-bench" and from_results.dataset is None
     pd.testing.assert_series_equal(from_results.to_frame()["best_rank_b"],
                                    from_outcome.to_frame()["best_rank_b"])
-    assert from_outcome.to_frame()["gold_age_days"].to_dict() == {
-        "u1::q1": 9.0, "u1::q2": -20.0, "u1::q3": 7.0, "u2::q1": 9.0}
+    ages = from_outcome.to_frame()["gold_age_days"]      # u1::q2's gold is written 20 days
+    assert ages.drop("u1::q2").to_dict() == {"u1::q1": 9.0, "u1::q3": 7.0, "u2::q1": 9.0}
+    assert np.isnan(ages["u1::q2"])                        # after it: no gold yet, no age
     assert from_outcome.to_frame().loc["u1::q3", "best_rank_a"] == 2    # conftest: rank 2
     assert from_outcome.summary(by="category").index.tolist() == [
         "all", "music", "pets", "things", "travel"]                       # sorted groups

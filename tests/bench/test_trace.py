@@ -12,7 +12,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from memlab.bench.datasets.canonical import Card, Dataset, Item, Question, write_dataset
-from memlab.bench.misses import MissReport, explain_misses
+from memlab.bench.misses import NO_AGE, MissReport, explain_misses
 from memlab.bench.missplots import STAGE_COLOURS, where_lost_bars
 from memlab.bench.replay import Replayed
 from memlab.bench.run import rank, run_bench
@@ -138,7 +138,7 @@ def test_gold_age_and_language_come_from_the_dataset(hand):
     rep, ds = hand
     q = trace_replay(rep, CFG, ds=ds).questions
     assert q.loc["u1::q_found", "gold_age_days"] == 9.0
-    assert q.loc["u1::q_not_stored", "gold_age_days"] == -10.0
+    assert np.isnan(q.loc["u1::q_not_stored", "gold_age_days"])   # written 10 days later: no age
     assert q.loc["u1::q_found", "language"] == "zh" and q.loc["u1::q_floor", "language"] == "en"
 
 
@@ -239,11 +239,11 @@ def test_explain_misses_on_a_replayed_dataset(tmp_path, tiny_bench_folder, hashi
     by_cat = report.summary(by="category")
     assert by_cat.loc[("cos", "things"), "outranked"] == 1
     assert by_cat.loc["cos"].index.tolist() == ["music", "pets", "things", "travel"]   # sorted
-    by_age = report.summary(by="gold_age", bins=(-30, 0, 8, 30))
-    assert by_age.loc[("rrf", "-30-0 d"), "not_stored"] == 1      # written 20 days later
-    assert by_age.loc[("rrf", "0-8 d"), "outranked"] == 1         # u1::q3: 7 days
-    assert by_age.loc[("rrf", "8-30 d"), "found"] == 2
-    assert by_age.loc["cos"].index.tolist() == ["-30-0 d", "0-8 d", "8-30 d"]   # age order
+    by_age = report.summary(by="gold_age", bins=(0, 8, 30))   # u1::q2: gold written 20 days
+    assert by_age.loc[("rrf", "0-8 d"), "outranked"] == 1         # later, no age, in no bin
+    assert by_age.loc[("rrf", "8-30 d"), "found"] == 2            # u1::q3: 7 days
+    assert by_age.loc[("rrf", NO_AGE), "not_stored"] == 1
+    assert by_age.loc["cos"].index.tolist() == ["0-8 d", "8-30 d", NO_AGE]   # age order
     assert report.question("u1::q3", "rrf").stage == "outranked"
     assert set(report.question("u1::q3")) == {"cos", "rrf"}
     # the best rank is the benchmark's: 1 / mrr
