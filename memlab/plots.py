@@ -26,6 +26,7 @@ FIGURES: dict[str, str] = {
     "sweep_importance": "memlab.tune.plots:importance",
     "sweep_best_config": "memlab.tune.plots:best_config",
     "sweep_pareto": "memlab.tune.plots:pareto",
+    "sweep_heatmap": "memlab.tune.plots:heatmap",
     # learned weights (memlab fit): permutation importance over folds
     "fit_importance": "memlab.tune.crossfit:importance_figure",
     # why recall missed (memlab.compare, memlab explain-misses)
