@@ -110,7 +110,8 @@ class SweepResult:
     mlflow: dict[str, Any] | None = None
     #: with folds: every held-out question's per-query metrics under the preset's defaults and
     #: under the configuration tuned on the other folds (``{"default": frame, "tuned": frame}``,
-    #: the same questions in the same order, column ``fold``; set by the sweep)
+    #: the same questions in the same order, column ``fold``, categories by name where the
+    #: dataset numbers them; set by the sweep)
     held_out: dict[str, pd.DataFrame] | None = None
     #: with a test dataset: its per-query metrics under the defaults and the best configuration
     #: (``{"default": frame, "best": frame}``; set by the sweep)

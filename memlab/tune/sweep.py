@@ -264,6 +264,16 @@ def _significance(result: SweepResult, evaluator: Evaluator, default_frame, n: i
             for label in frames if label != "default"}
 
 
+def _named(frame: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
+    """``frame`` with its categories by name where the dataset numbers them (LoCoMo: ``"4"`` ->
+    ``"single-hop"``; :meth:`Dataset.category_names`): the held-out and transfer frames are
+    read and compared by people."""
+    names = ds.category_names()
+    if not names or "category" not in frame.columns:
+        return frame
+    return frame.assign(category=frame["category"].astype(str).map(lambda c: names.get(c, c)))
+
+
 def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
           objective: str = "ndcg@10", trials: int = 50, sampler: str = "auto",
           level: str = "item", macro_categories: bool = False, folds: int | None = None,
@@ -367,7 +377,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
                                storage=store, folds=result_folds)
     result.significance = _significance(result, evaluator, default_frame)
     if folds is not None:
-        result.held_out = {who: pd.concat(frames) for who, frames in held.items()}
+        result.held_out = {who: _named(pd.concat(frames), ds) for who, frames in held.items()}
         result.folds["paired"] = result.paired_json(result.held_out_test(), "tuned")
     result.vram = vram
     result.environment = environment(embedder=emb, threads=base.embedding.threads)
@@ -375,8 +385,8 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
         ds_b = registry.load(test_dataset, path=test_path)
         ev_b = Evaluator(ds_b, obj, embedder=emb, level=level, macro=macro_categories,
                          progress=progress)
-        result.test_frames = {"default": ev_b.per_query(base),
-                              "best": ev_b.per_query(result.best_config)}
+        result.test_frames = {"default": _named(ev_b.per_query(base), ds_b),
+                              "best": _named(ev_b.per_query(result.best_config), ds_b)}
         result.test = {"dataset": ds_b.card.name, "questions": len(ds_b.questions),
                        "best": ev_b.reduce(result.test_frames["best"]),
                        "default": ev_b.reduce(result.test_frames["default"])}

@@ -193,6 +193,26 @@ def test_folds_are_tested_question_by_question(run):
     assert res.to_json()["folds"]["paired"]["ndcg@10"]["p"] == paired["p"]
 
 
+def test_held_out_and_transfer_frames_name_numbered_categories(tiny_bench, hashing, tmp_path):
+    """A dataset that numbers its categories (as LoCoMo does, names in the questions' meta): the
+    held-out and transfer frames carry the names; the trial scores are the same."""
+    import dataclasses
+
+    from memlab.bench.datasets.canonical import Dataset, write_dataset
+
+    codes = {"pets": "1", "travel": "2", "things": "3", "music": "4"}
+    qs = [dataclasses.replace(q, category=codes[q.category], meta={"category_name": q.category})
+          for q in tiny_bench.questions]
+    folder = write_dataset(Dataset(tiny_bench.card, tiny_bench.items, qs), tmp_path / "numbered")
+    res = sweep(dataset=str(folder), preset="reverie", overrides=hashing, space=GRID,
+                sampler="grid", trials=4, folds=2, test_dataset=str(folder),
+                out_dir=tmp_path / "s", progress=False)
+    want = {k: q.meta["category_name"] for q in qs for k in [f"{q.conversation_id}::{q.query_id}"]}
+    for frames in (res.held_out, res.test_frames):
+        for frame in frames.values():
+            assert frame["category"].to_dict() == {k: want[k] for k in frame.index}
+
+
 def test_each_fold_samples_its_own_configurations(run):
     """With one seed, the folds' studies drew the same configurations (the issue saw identical
     trials in every fold); each fold now has its own stream, and the sweep's own study keeps
