@@ -116,22 +116,25 @@ class LabCommand:
     root: Path
     notebooks: Path
     kernels: Path
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """Lines for the terminal: where JupyterLab opens and with which kernel."""
-        return (f"JupyterLab on {self.notebooks} (root {self.root})\n"
-                f"kernel: {KERNEL_DISPLAY}: {self.argv[0]} (spec in {self.kernels})\n"
-                f"run: {' '.join(self.argv)}")
+        """Lines for the terminal: where JupyterLab opens and with which kernel, then notes."""
+        return "\n".join([f"JupyterLab on {self.notebooks} (root {self.root})",
+                          f"kernel: {KERNEL_DISPLAY}: {self.argv[0]} (spec in {self.kernels})",
+                          f"run: {' '.join(self.argv)}", *self.notes])
 
 
 def lab_command(*, home, notebooks: str | Path | None = None, port: int | None = None,
                 no_browser: bool = False, extra: Sequence[str] = (),
                 python: str | Path | None = None,
-                environ: Mapping[str, str] | None = None) -> LabCommand:
+                environ: Mapping[str, str] | None = None, euid: int | None = None) -> LabCommand:
     """The JupyterLab command for a memlab home (:class:`memlab.home.Home`): the notebooks
     folder (default ``<home>/notebooks``; InvalidInput when it is not a folder), the root (the
     home when it holds the notebooks, else the notebooks' parent), the kernel spec folder
-    (``<home>/.cache/memlab/jupyter``, written now) first on ``JUPYTER_PATH``."""
+    (``<home>/.cache/memlab/jupyter``, written now) first on ``JUPYTER_PATH``. ``euid``: the
+    user id (default this process's): as root, JupyterLab refuses to start without
+    ``--allow-root``, and a note says so unless ``extra`` passes it."""
     nb = Path(notebooks).expanduser() if notebooks is not None else home.root / "notebooks"
     nb = (Path.cwd() / nb if not nb.is_absolute() else nb).resolve()
     if not nb.is_dir():
@@ -150,4 +153,10 @@ def lab_command(*, home, notebooks: str | Path | None = None, port: int | None =
     changes = {"JUPYTER_PATH": os.pathsep.join(dict.fromkeys(paths))}
     argv = lab_argv(python=py, root=root, open_dir="" if open_dir == "." else open_dir,
                     port=port, no_browser=no_browser, extra=extra)
-    return LabCommand(argv, changes, root, nb, kernels)
+    if euid is None:
+        euid = os.geteuid() if hasattr(os, "geteuid") else -1
+    notes = ()
+    if euid == 0 and "--allow-root" not in extra:
+        notes = ("note: running as root, which JupyterLab refuses unless told: "
+                 "memlab lab -- --allow-root",)
+    return LabCommand(argv, changes, root, nb, kernels, notes)

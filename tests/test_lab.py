@@ -72,6 +72,17 @@ def test_the_command_of_a_home(project, tmp_path):
         lab_command(home=home, python="p")
 
 
+def test_as_root_a_note_names_allow_root(project):
+    home = Home(project, "pyproject.toml")
+    root = lab_command(home=home, python="p", environ={}, euid=0)
+    assert root.notes == ("note: running as root, which JupyterLab refuses unless told: "
+                          "memlab lab -- --allow-root",)
+    assert root.describe().splitlines()[-1] == root.notes[0]
+    assert lab_command(home=home, python="p", environ={}, euid=0,
+                       extra=["--allow-root"]).notes == ()
+    assert lab_command(home=home, python="p", environ={}, euid=1000).notes == ()
+
+
 def test_jupyter_finds_memlabs_kernel_before_any_other_python3(project, monkeypatch, tmp_path):
     """A user-wide python3 kernel of another Python (on JUPYTER_PATH after memlab's folder, as
     ~/.local/share/jupyter is) loses to memlab's: the notebooks run in memlab's environment."""
@@ -124,6 +135,7 @@ def test_the_command_starts_jupyterlab_with_memlabs_kernel_path(project, tmp_pat
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"JupyterLab on {project / 'notebooks'} (root {project})"
+    assert ("--allow-root" in lines[3]) == (os.geteuid() == 0)      # the note, as root
     got = json.loads(lines[-1])
     assert got["argv"] == [f"--ServerApp.root_dir={project}",
                            "--LabApp.default_url=/lab/tree/notebooks", "--port=8899",
