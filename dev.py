@@ -3,6 +3,7 @@
 
     python3 dev.py bench [memlab bench args...]   # the main job: benchmark on memlab-lifelog
     python3 dev.py test [pytest args...]          # the test suite
+    python3 dev.py notebooks [--size full] [NAME...]   # run notebooks/ into results/notebooks/
     python3 dev.py setup [--st]                   # only create/refresh .venv
 
 Each command creates ``.venv`` when it is missing and reinstalls when pyproject.toml changed.
@@ -13,6 +14,7 @@ torch is installed as torch==2.13.0 (the CPU build) before anything that depends
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -51,6 +53,81 @@ def setup(extras: tuple[str, ...]) -> None:
     stamp.touch()
 
 
+NOTEBOOKS = ROOT / "notebooks"
+EXECUTED = ROOT / "results" / "notebooks"     # git-ignored (/results/): outputs never committed
+
+
+def execute_notebooks(paths: list[Path], out_dir: Path, *, timeout: int = 3600,
+                      kernel_name: str = "python3") -> dict[str, dict]:
+    """Run each notebook top to bottom in a fresh kernel (nbclient), in its own folder as
+    ``pytest --nbmake`` does, and write it with its outputs to ``out_dir`` (a notebook that
+    fails is written up to the failing cell, with the error). Returns name -> {"seconds",
+    "error"}. Runs inside the venv (nbclient and nbformat come with the dev extra)."""
+    import time
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report: dict[str, dict] = {}
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                                resources={"metadata": {"path": str(path.parent)}})
+        started, error = time.perf_counter(), None
+        try:
+            client.execute()
+        except CellExecutionError as exc:
+            error = str(exc).strip().splitlines()[-1] if str(exc).strip() else "failed"
+        seconds = time.perf_counter() - started
+        nbformat.write(nb, out_dir / path.name)
+        report[path.name] = {"seconds": round(seconds, 1), "error": error}
+        print(f"{path.name}: {seconds:.1f} s" + (f", FAILED: {error}" if error else ""),
+              flush=True)
+    return report
+
+
+def _notebooks(names: list[str]) -> list[Path]:
+    every = sorted(NOTEBOOKS.glob("*.ipynb"))
+    if not names:
+        return every
+    chosen = []
+    for name in names:
+        hits = [p for p in every if p.name == name or p.stem == name or p.name.startswith(name)]
+        if not hits:
+            sys.exit(f"no notebook matches {name!r} in {NOTEBOOKS}: "
+                     f"{', '.join(p.name for p in every)}")
+        chosen += [p for p in hits if p not in chosen]
+    return chosen
+
+
+def notebooks(rest: list[str], env: dict[str, str]) -> int:
+    """``dev.py notebooks [--size small|full] [NAME...]``: the notebooks executed, with their
+    outputs, into results/notebooks/ (the committed ones stay without outputs)."""
+    size = env.get("MEMLAB_NOTEBOOK_SIZE", "small")
+    names = []
+    it = iter(rest)
+    for arg in it:
+        if arg == "--size":
+            size = next(it, "")
+        elif arg.startswith("--size="):
+            size = arg.split("=", 1)[1]
+        else:
+            names.append(arg)
+    if size not in ("small", "full"):
+        sys.exit(f"--size must be small or full, not {size!r}")
+    paths = _notebooks(names)
+    setup(("dev", "st"))       # the test command's environment (the same .venv stamp)
+    code = ("import sys, json; sys.path.insert(0, sys.argv[1]); import dev; "
+            "r = dev.execute_notebooks([dev.Path(p) for p in json.loads(sys.argv[2])], "
+            "dev.EXECUTED); sys.exit(1 if any(v['error'] for v in r.values()) else 0)")
+    print(f"executing {len(paths)} notebook(s), MEMLAB_NOTEBOOK_SIZE={size}, into {EXECUTED}",
+          flush=True)
+    return subprocess.run([str(PY), "-c", code, str(ROOT), json.dumps([str(p) for p in paths])],
+                          cwd=ROOT, env={**env, "MEMLAB_NOTEBOOK_SIZE": size}).returncode
+
+
 def main(argv: list[str]) -> int:
     cmd, rest = (argv[0], argv[1:]) if argv else ("help", [])
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
@@ -64,6 +141,8 @@ def main(argv: list[str]) -> int:
                         "reverie,cosine,bm25,generative_agents,hybrid_rrf",
                         "--json", "results/memlab-lifelog.json"]
         return subprocess.run([str(BIN / "memlab"), "bench", *args], cwd=ROOT, env=env).returncode
+    if cmd == "notebooks":
+        return notebooks(rest, env)
     if cmd == "test":
         setup(("dev", "st"))
         args = rest or ["tests", "notebooks", "--nbmake", "-p", "no:cacheprovider"]

@@ -40,7 +40,7 @@ from memlab.types import MemoryRecord
 from memlab.write.feedback import FeedbackReport
 from memlab.write.interaction import InteractionResult
 
-__all__ = ["ChatSession", "Turn", "RECALL_ERRORS"]
+__all__ = ["ChatSession", "Turn", "RECALL_ERRORS", "STEPS", "turns_plot"]
 
 log = logging.getLogger(__name__)
 
@@ -208,3 +208,55 @@ class ChatSession:
 
         renamed("ChatSession.frame()", "ChatSession.to_frame()")
         return self.to_frame()
+
+
+#: the steps of a turn timed in ``Turn.timings``, in the order a turn runs them
+STEPS = ("recall", "llm", "store", "feedback")
+
+
+def turns_plot(session: "ChatSession | pd.DataFrame", *, ax=None):
+    """Where each turn's time went: one bar per turn (first at the top), stacked by step
+    (recall, llm, store, feedback; milliseconds), labelled with its number and how its memories
+    were obtained, and at its end how many memories were injected and what was stored (or that
+    the write was refused). Messages are not drawn (the transcript has them; a Chinese message
+    needs a CJK font that matplotlib may not have). ``session``: a :class:`ChatSession` or its :meth:`~ChatSession.to_frame`.
+    Returns the matplotlib Figure (``ax=``: drawn there); re-exported as
+    ``memlab.plots.chat_turns``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    frame = session.to_frame() if isinstance(session, ChatSession) else session
+    if not isinstance(frame, pd.DataFrame) or "turn" not in frame.columns:
+        raise InvalidInput("session", "a ChatSession or its to_frame()", type(session).__name__)
+    if ax is None:
+        fig = Figure(figsize=(8.0, max(2.2, 0.55 * len(frame) + 1.2)), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+    fig = ax.figure
+    y = list(range(len(frame)))[::-1]
+    left = [0.0] * len(frame)
+    for step in STEPS:
+        col = f"{step}_s"
+        if col not in frame.columns:
+            continue
+        ms = [1000.0 * float(v) if pd.notna(v) else 0.0 for v in frame[col]]
+        ax.barh(y, ms, left=left, height=0.6, label=step)
+        left = [a + b for a, b in zip(left, ms)]
+    for yi, total, (_, row) in zip(y, left, frame.iterrows()):
+        if row.get("write_refused"):
+            what = "write refused"
+        elif row.get("stored"):
+            what = f"stored ({row.get('layer')})"
+        else:
+            what = "not stored"
+        n = len(row["memories"])
+        ax.text(total, yi, f"  {n} {'memory' if n == 1 else 'memories'}; {what}", va="center",
+                fontsize="small")
+    labels = [f"turn {int(r['turn'])}: {r['source']}" for _, r in frame.iterrows()]
+    ax.set_yticks(y, labels, fontsize="small")
+    ax.set_xlim(0, max(left + [1e-3]) * 1.6)
+    ax.set_xlabel("milliseconds")
+    ax.set_title(f"chat session ({len(frame)} turns): milliseconds per step")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize="small",
+              ncol=len(STEPS), frameon=False)
+    return fig

@@ -112,6 +112,46 @@ def where_cmd(
         typer.echo(f"{name:<10} {value}")
 
 
+@app.command("lab", context_settings={"allow_extra_args": True,
+                                      "ignore_unknown_options": True})
+def lab_cmd(
+    ctx: typer.Context,
+    notebooks: Optional[Path] = typer.Option(None, "--notebooks", help="The notebooks folder "
+                                             "(default: notebooks/ of the memlab home)."),
+    port: Optional[int] = typer.Option(None, "--port", help="JupyterLab's port (default: "
+                                       "JupyterLab's, 8888 or the next free one)."),
+    no_browser: bool = typer.Option(False, "--no-browser", help="Do not open a browser; "
+                                    "JupyterLab prints the URL with its token."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the command and the kernel, "
+                                 "start nothing."),
+) -> None:
+    """Open JupyterLab on memlab's notebooks, with memlab's environment as the kernel (this
+    Python, whatever else is on PATH). Needs the `lab` extra: pip install 'memlab[lab]'.
+    Arguments after the options go to JupyterLab as given (`memlab lab -- --ServerApp.ip=0.0.0.0`)."""
+    import os
+    import subprocess
+
+    from memlab.home import find_home
+    from memlab.lab import check_installed, lab_command, missing_packages
+
+    with failing():
+        cmd = lab_command(home=find_home(), notebooks=notebooks, port=port,
+                          no_browser=no_browser, extra=list(ctx.args))
+    typer.echo(cmd.describe())
+    if dry_run:
+        missing = missing_packages()
+        if missing:
+            typer.echo(f"not installed: {', '.join(missing)} (pip install 'memlab[lab]')")
+        return
+    with failing():
+        check_installed()
+    env = {**os.environ, **cmd.env}
+    sys.stdout.flush()
+    if os.name == "posix":                       # JupyterLab takes this process over (Ctrl-C)
+        os.execve(cmd.argv[0], cmd.argv, env)
+    raise typer.Exit(subprocess.run(cmd.argv, env=env).returncode)  # pragma: no cover
+
+
 @app.command("add")
 def add_cmd(
     store: Path = store_argument("The store file (created when missing)."),

@@ -26,6 +26,7 @@ FIGURES: dict[str, str] = {
     "sweep_importance": "memlab.tune.plots:importance",
     "sweep_best_config": "memlab.tune.plots:best_config",
     "sweep_pareto": "memlab.tune.plots:pareto",
+    "sweep_heatmap": "memlab.tune.plots:heatmap",
     # learned weights (memlab fit): permutation importance over folds
     "fit_importance": "memlab.tune.crossfit:importance_figure",
     # why recall missed (memlab.compare, memlab explain-misses)
@@ -39,6 +40,9 @@ FIGURES: dict[str, str] = {
     "recall_by_age_plot": "memlab.bench.forgetplots:recall_by_age_plot",
     "forgetting_fit_plot": "memlab.bench.forgetplots:forgetting_fit_plot",
     "calibration_plot": "memlab.bench.forgetplots:calibration_plot",
+    # a chat session's turns; a consolidation plan (Familiars §5.9)
+    "chat_turns": "memlab.chat:turns_plot",
+    "consolidation_plan": "memlab.lifecycle.plots:consolidation_plan",
     # the VRAM gate: a trace's or a simulation's timeline, the policies compared
     "vram_timeline": "memlab.vram.plots:vram_timeline",
     "vram_policies": "memlab.vram.plots:vram_policies",

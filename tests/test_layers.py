@@ -38,6 +38,7 @@ RANK = {
     "cli": 8, "__init__": 8,
     "workbench": 8,      # memlab.bench(...) and memlab.sweep(...): the commands' Python twins
     "plots": 8,          # memlab.plots: one namespace over every layer's figures
+    "lab": 8,            # memlab lab: JupyterLab on the notebooks (home, errors)
 }
 
 

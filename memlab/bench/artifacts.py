@@ -77,6 +77,7 @@ def write_artifacts(out: BenchOutcome, run_dir: Path) -> Artifacts:
     arts.attempt(run_dir / "report.json", lambda p: p.write_text(report, encoding="utf-8"))
     ks = out.results[0].config.bench.ks
     name = out.dataset.card.name
+    names = out.dataset.category_names()
     for r in out.results:
         d = arts.folders[r.name]
         if not arts.attempt(d, lambda p: p.mkdir(exist_ok=True)):
@@ -90,13 +91,15 @@ def write_artifacts(out: BenchOutcome, run_dir: Path) -> Artifacts:
         arts.attempt(d / "recall_curve.png",
                      lambda p: plots.save(plots.recall_curve(one, ks=ks, dataset=name), p))
         arts.attempt(d / "per_category.png",
-                     lambda p: plots.save(plots.per_category_bars(one, dataset=name), p))
+                     lambda p: plots.save(plots.per_category_bars(one, dataset=name,
+                                                                     names=names), p))
     if len(out.results) > 1:
         aggs = {r.name: r.aggregate for r in out.results}
         arts.attempt(run_dir / "recall_curve.png",
                      lambda p: plots.save(plots.recall_curve(aggs, ks=ks, dataset=name), p))
         arts.attempt(run_dir / "per_category.png",
-                     lambda p: plots.save(plots.per_category_bars(aggs, dataset=name), p))
+                     lambda p: plots.save(plots.per_category_bars(aggs, dataset=name,
+                                                                     names=names), p))
     if out.vram is not None:
         arts.attempt(run_dir / "vram", out.vram.write)
     return arts

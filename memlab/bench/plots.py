@@ -124,7 +124,8 @@ def per_category_bars(data, *, metric: str = "recall@10", ax: Axes | None = None
                       label: str | None = None, include_overall: bool = True,
                       overall_label: str = "all", dataset: str | None = None,
                       figsize: tuple[float, float] = (7.0, 3.5),
-                      group_width: float = 0.8) -> Figure:
+                      group_width: float = 0.8, names: Mapping[str, str] | None = None
+                      ) -> Figure:
     """Grouped bars of ``metric`` per category: one bar colour per run.
 
     Args:
@@ -134,10 +135,18 @@ def per_category_bars(data, *, metric: str = "recall@10", ax: Axes | None = None
         ax, label, overall_label, dataset, figsize: as in :func:`recall_curve`.
         include_overall: draw the overall row as the first group.
         group_width: the fraction of a category slot the bars of one group fill.
+        names: category -> the label shown (LoCoMo numbers its categories: ``{"1":
+            "multi-hop", ...}``); default for an outcome: its dataset's
+            ``category_names()``, else the categories themselves.
 
     Categories are the union over runs, in first-seen order; a run without a category draws no
     bar there (it is not drawn as zero).
     """
+    if names is None and _is_outcome(data):
+        names = data.dataset.category_names()
+    if names is not None and not isinstance(names, Mapping):
+        raise InvalidInput("names", "a mapping of category -> label", type(names).__name__)
+    labels = {str(k): str(v) for k, v in (names or {}).items()}
     data, dataset = _of_outcome(data, dataset)
     runs = _runs(data, label)
     categories: dict[str, None] = {}
@@ -160,7 +169,7 @@ def per_category_bars(data, *, metric: str = "recall@10", ax: Axes | None = None
         heights = [float(values[cats[j]]) for j in present]
         offset = (i - (len(runs) - 1) / 2) * width
         ax.bar(x[present] + offset, heights, width=width, label=name)
-    ax.set_xticks(x, cats, rotation=30, ha="right")
+    ax.set_xticks(x, [labels.get(c, c) for c in cats], rotation=30, ha="right")
     ax.set_ylabel(metric)
     _title(ax, f"{metric} per category", dataset)
     ax.set_ylim(0.0, 1.0)

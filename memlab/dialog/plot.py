@@ -54,7 +54,8 @@ def plot_forest(tree: DialogTree, ax: Any = None, *, labels: str = "id") -> Any:
     if ax is None:
         width = max(4.0, min(24.0, 0.6 * max(1, len(tree))))
         depth = max((n.level for n in tree.nodes), default=0)
-        fig, ax = plt.subplots(figsize=(width, max(3.0, 0.9 * (depth + 1))))
+        fig, ax = plt.subplots(figsize=(width + 1.4, max(3.0, 0.9 * (depth + 1))),
+                               layout="constrained")
     else:
         fig = ax.figure
     graph = nx.DiGraph()
@@ -84,7 +85,9 @@ def plot_forest(tree: DialogTree, ax: Any = None, *, labels: str = "id") -> Any:
                plt.Line2D([], [], marker="o", ls="", color=COLOURS["A"], label="A (response)"),
                plt.Line2D([], [], marker="s", ls="", color="grey", markeredgecolor="black",
                           markeredgewidth=2, label="root")]
-    ax.legend(handles=handles, loc="upper right", fontsize=8, frameon=False)
+    # beside the forest, not on it (upper right sat on a root there)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+              frameon=False)
     ax.set_title(f"dialogue forest: {len(tree)} nodes, {len(tree.roots)} trees")
     ax.set_axis_off()
     return fig

@@ -72,6 +72,10 @@ def summarise_folds(per_fold: list[dict[str, Any]], objective: Objective) -> dic
     return {"k": len(per_fold), "metric": col, "per_fold": per_fold, "summary": summary}
 
 
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _round(d: dict[str, float]) -> dict[str, float]:
     return {k: round(float(v), 6) for k, v in d.items()}
 
@@ -104,6 +108,14 @@ class SweepResult:
     #: the MLflow runs it was logged as (memlab.tune.track.track_sweep's answer; set by
     #: memlab.sweep with track=True; None: not logged)
     mlflow: dict[str, Any] | None = None
+    #: with folds: every held-out question's per-query metrics under the preset's defaults and
+    #: under the configuration tuned on the other folds (``{"default": frame, "tuned": frame}``,
+    #: the same questions in the same order, column ``fold``, categories by name where the
+    #: dataset numbers them; set by the sweep)
+    held_out: dict[str, pd.DataFrame] | None = None
+    #: with a test dataset: its per-query metrics under the defaults and the best configuration
+    #: (``{"default": frame, "best": frame}``; set by the sweep)
+    test_frames: dict[str, pd.DataFrame] | None = None
 
     @classmethod
     def build(cls, study, *, spec, space: Space, objective: Objective, base: MemlabConfig,
@@ -123,6 +135,65 @@ class SweepResult:
                     "seed": spec.seed}
         return cls(study, trials_frame(study, objective, space), objective, space, base, best,
                    default, best_config, settings, storage, pareto, folds)
+
+    # -- held out and transfer, question by question ---------------------------------------
+    def _paired(self, frames: dict[str, pd.DataFrame] | None, what: str,
+                metrics: list[str] | None) -> pd.DataFrame:
+        from memlab.bench.significance import compare_with_config
+        from memlab.errors import InvalidInput
+
+        if frames is None:
+            raise InvalidInput("result", f"has no {what}: run the sweep with "
+                               f"{'folds' if what == 'held-out folds' else 'test_dataset'}=...",
+                               None)
+        first = next(iter(frames.values()))
+        cols = metrics or [c for c in dict.fromkeys([*self.objective.columns, "recall@10",
+                                                     "ndcg@10", "mrr"]) if c in first.columns]
+        return compare_with_config(frames, self.base, metrics=cols)
+
+    def held_out_test(self, metrics: list[str] | None = None, *, by_fold: bool = False
+                      ) -> pd.DataFrame:
+        """Best vs defaults on the held-out folds, question by question: each held-out question
+        scored by the configuration tuned on the other folds against the preset's defaults, the
+        paired test of :func:`memlab.bench.significance.compare_presets` (with the preset's
+        ``bench.significance_*``). Rows ``(default|tuned, metric)``: ``mean``, ``diff``, ``p``
+        (metrics default: the objective, recall@10, ndcg@10, mrr). ``by_fold``: the same test
+        within each fold (a ``fold`` level first)."""
+        if not by_fold or self.held_out is None:
+            return self._paired(self.held_out, "held-out folds", metrics)
+        parts = {}
+        for fold in sorted(self.held_out["tuned"]["fold"].unique()):
+            frames = {who: f[f["fold"] == fold] for who, f in self.held_out.items()}
+            parts[int(fold)] = self._paired(frames, "held-out folds", metrics)
+        return pd.concat(parts, names=["fold"])
+
+    def transfer_test(self, metrics: list[str] | None = None) -> pd.DataFrame:
+        """The best configuration against the defaults on the test dataset (``test_dataset``),
+        question by question: as :meth:`held_out_test`, rows ``(default|best, metric)``."""
+        return self._paired(self.test_frames, "test dataset", metrics)
+
+    def held_out_frame(self) -> pd.DataFrame:
+        """One row per held-out question: its fold, conversation and category, and each metric
+        of :meth:`held_out_test` under the defaults and tuned (``<metric>`` columns of a
+        two-level header ``default`` / ``tuned``), with ``tuned - default``."""
+        test = self.held_out_test()
+        cols = list(test.index.unique("metric"))
+        d, t = self.held_out["default"], self.held_out["tuned"]
+        keep = [c for c in ("fold", "conversation_id", "category") if c in d.columns]
+        out = pd.concat({"question": d[keep], "default": d[cols], "tuned": t.loc[d.index, cols],
+                         "tuned - default": t.loc[d.index, cols] - d[cols]}, axis=1)
+        return out
+
+    @staticmethod
+    def paired_json(test: pd.DataFrame, who: str) -> dict[str, dict[str, float]]:
+        """``{metric: {"default", <who>, "diff", "p"}}`` of a paired test's frame."""
+        base = test.attrs.get("baseline", "default")
+        return {str(m): {"default": round(float(test.loc[(base, m), "mean"]), 6),
+                         who: round(float(test.loc[(who, m), "mean"]), 6),
+                         "diff": round(float(test.loc[(who, m), "diff"]), 6),
+                         "p": round(float(test.loc[(who, m), "p"]), 6),
+                         "questions": int(test.attrs.get("questions", 0))}
+                for m in test.index.unique("metric")}
 
     # -- views -----------------------------------------------------------------------------
     def to_frame(self) -> pd.DataFrame:
@@ -177,10 +248,16 @@ class SweepResult:
                               ("default", "default_tuned", "default_held_out")):
                 lines.append(f"  {who:<10} {s[a]['mean']:>10.4f} ± {s[a]['sd']:<5.3f} "
                              f"{s[b]['mean']:>10.4f} ± {s[b]['sd']:<5.3f}")
+            for m, v in (self.folds.get("paired") or {}).items():
+                lines.append(f"  held out, question by question ({v['questions']}): {m} tuned "
+                             f"{v['tuned']:.4f} vs default {v['default']:.4f}, diff "
+                             f"{v['diff']:+.4f}, p {_p(v['p'])}")
         if self.test:
+            paired = self.test.get("paired") or {}
             lines.append(f"on {self.test['dataset']} ({self.test['questions']} questions): "
                          + "; ".join(f"{c}: best {self.test['best'][c]:.4f}, default "
                                      f"{self.test['default'][c]:.4f}"
+                                     + (f" (p {_p(paired[c]['p'])})" if c in paired else "")
                                      for c in self.objective.columns))
         return "\n".join(lines)
 
@@ -201,8 +278,9 @@ class SweepResult:
         if self.folds is not None:
             out["folds"] = json.loads(json.dumps(self.folds, default=float))
         if self.test is not None:
-            out["test"] = {**self.test, "best": _round(self.test["best"]),
-                           "default": _round(self.test["default"])}
+            out["test"] = json.loads(json.dumps({**self.test, "best": _round(self.test["best"]),
+                                                 "default": _round(self.test["default"])},
+                                                default=float))
         if self.significance is not None:
             out["significance"] = {t: _round(v) for t, v in self.significance.items()}
         if self.paths:

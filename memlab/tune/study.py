@@ -77,10 +77,13 @@ def _optuna():
     return optuna
 
 
-def sampler_seed(seed: int | None, worker: int, existing: int) -> int | None:
+def sampler_seed(seed: int | None, worker: int, existing: int, stream: int = 0) -> int | None:
+    """The sampler's seed for ``worker`` of a study holding ``existing`` trials; ``stream`` > 0
+    (a fold's study) draws from its own sequence (0 keeps the seeds studies had before)."""
     if seed is None:
         return None
-    return int(np.random.SeedSequence([int(seed), worker, existing]).generate_state(1)[0])
+    entropy = [int(seed), worker, existing] + ([int(stream)] if stream else [])
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
 def resolve_sampler(name: str, objective: Objective) -> str:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+import pandas as pd
+
 from memlab.bench.datasets import registry
 from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.environment import environment
@@ -131,13 +133,17 @@ def _safe(text: str) -> str:
 
 
 def _loop(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str,
-          questions: list[str] | None, worker: int, parallel: bool) -> TrialLoop:
+          questions: list[str] | None, worker: int, parallel: bool, stream: int = 0
+          ) -> TrialLoop:
+    """The trial loop of study ``name``; ``stream``: 0 for the sweep's own study, fold ``i``'s
+    is ``i + 1``, so that each fold's sampler draws its own configurations (with one seed for
+    all, folds with few trials tried the same ones)."""
     objective = evaluator.objective
     storage = open_storage(spec.storage)
     settings = spec.study_settings(ds, questions)
     first = open_study(storage, name, objective, settings)
     sampler = make_sampler(spec.sampler, objective=objective, space=spec.space,
-                           seed=sampler_seed(spec.seed, worker, len(first.trials)),
+                           seed=sampler_seed(spec.seed, worker, len(first.trials), stream),
                            parallel=parallel)
     study = open_study(storage, name, objective, settings, sampler=sampler)
     study.memlab_created = first.memlab_created
@@ -145,7 +151,7 @@ def _loop(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str,
 
 
 def _worker(spec: SweepSpec, name: str, questions: list[str] | None, worker: int,
-            budget_value) -> None:
+            budget_value, stream: int = 0) -> None:
     """A spawned worker process: rebuild the evaluator (the replay comes from the feature
     cache) and run trials until the shared budget is spent, or until the parent process dies
     (:mod:`memlab.tune.workers`: the running trial is finished, no other started)."""
@@ -157,15 +163,16 @@ def _worker(spec: SweepSpec, name: str, questions: list[str] | None, worker: int
     base = spec.base_config()
     evaluator = Evaluator(ds, Objective.parse(spec.objective), embedder=_embedder(base),
                           level=spec.level, macro=spec.macro)
-    run_trials(_loop(spec, ds, evaluator, name, questions, worker, True),
+    run_trials(_loop(spec, ds, evaluator, name, questions, worker, True, stream),
                Budget(budget_value, stop=stop))
 
 
 def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, trials: int,
-               n_jobs: int, questions: list[str] | None, progress: bool):
-    """Run study ``name`` until it holds ``trials`` finished trials; return it."""
+               n_jobs: int, questions: list[str] | None, progress: bool, stream: int = 0):
+    """Run study ``name`` until it holds ``trials`` finished trials; return it (``stream``: as
+    :func:`_loop`)."""
     ctx = mp.get_context("spawn")
-    loop = _loop(spec, ds, evaluator, name, questions, 0, n_jobs > 1)
+    loop = _loop(spec, ds, evaluator, name, questions, 0, n_jobs > 1, stream)
     fail_orphans(loop.study)
     if spec.start_from_default and spec.sampler != "grid":
         enqueue_default(loop.study, spec.space, loop.base, created=loop.study.memlab_created)
@@ -182,7 +189,8 @@ def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, tr
         run_trials(loop, budget, on_done=bar.tick if bar else None)
     else:
         reference.changed()     # warns here, once, if the fast paths' references changed
-        procs = [ctx.Process(target=_worker, args=(spec, name, questions, w, budget.value),
+        procs = [ctx.Process(target=_worker,
+                             args=(spec, name, questions, w, budget.value, stream),
                              name=f"memlab-sweep-{w}") for w in range(1, n_jobs + 1)]
         for p in procs:
             p.start()
@@ -254,6 +262,16 @@ def _significance(result: SweepResult, evaluator: Evaluator, default_frame, n: i
     sig = compare_with_config(frames, result.base, metrics=cols)
     return {label: {c: float(sig.loc[(label, c), "p"]) for c in cols}
             for label in frames if label != "default"}
+
+
+def _named(frame: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
+    """``frame`` with its categories by name where the dataset numbers them (LoCoMo: ``"4"`` ->
+    ``"single-hop"``; :meth:`Dataset.category_names`): the held-out and transfer frames are
+    read and compared by people."""
+    names = ds.category_names()
+    if not names or "category" not in frame.columns:
+        return frame
+    return frame.assign(category=frame["category"].astype(str).map(lambda c: names.get(c, c)))
 
 
 def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
@@ -333,16 +351,19 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     obj.check(default_frame)
     evaluator.progress = False   # trials replay quietly under the sweep's own bar
     result_folds = None
+    held: dict[str, list] = {"default": [], "tuned": []}
     if folds is not None:
         from memlab.tune.folds import conversation_folds
 
         per_fold = []
         for f in conversation_folds(default_frame["conversation_id"], folds, seed=seed):
             st = _run_study(spec, ds, evaluator, f"{name}.fold{f.index}", trials, n_jobs,
-                            list(f.train), progress)
+                            list(f.train), progress, stream=f.index + 1)
             t = best_trial(st)
             cfg = base.replace(**sp.apply(t.params))
             frame = evaluator.per_query(cfg)
+            held["default"].append(default_frame.loc[f.test].assign(fold=f.index))
+            held["tuned"].append(frame.loc[f.test].assign(fold=f.index))
             per_fold.append({"fold": f.index, "train": len(f.train), "test": len(f.test),
                              "tuned": evaluator.reduce(frame, f.train),
                              "held_out": evaluator.reduce(frame, f.test),
@@ -355,13 +376,19 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
                                default=evaluator.reduce(default_frame), dataset=ds,
                                storage=store, folds=result_folds)
     result.significance = _significance(result, evaluator, default_frame)
+    if folds is not None:
+        result.held_out = {who: _named(pd.concat(frames), ds) for who, frames in held.items()}
+        result.folds["paired"] = result.paired_json(result.held_out_test(), "tuned")
     result.vram = vram
     result.environment = environment(embedder=emb, threads=base.embedding.threads)
     if test_dataset is not None:
         ds_b = registry.load(test_dataset, path=test_path)
         ev_b = Evaluator(ds_b, obj, embedder=emb, level=level, macro=macro_categories,
                          progress=progress)
+        result.test_frames = {"default": _named(ev_b.per_query(base), ds_b),
+                              "best": _named(ev_b.per_query(result.best_config), ds_b)}
         result.test = {"dataset": ds_b.card.name, "questions": len(ds_b.questions),
-                       "best": ev_b.values(result.best_config),
-                       "default": ev_b.values(base)}
+                       "best": ev_b.reduce(result.test_frames["best"]),
+                       "default": ev_b.reduce(result.test_frames["default"])}
+        result.test["paired"] = result.paired_json(result.transfer_test(), "best")
     return result

@@ -316,3 +316,27 @@ def test_the_facade_consolidates_the_default_tenant_with_its_embedder(tmp_path):
     with memlab.open_store(tmp_path / "t.sqlite", config=cfg) as other:
         assert other.import_workspace(ws).records == 4
         assert other.get([new.id])[0].derived_from == ("m_1", "m_2")
+
+
+def test_the_plan_figure_shows_each_source_against_the_threshold(tmp_path):
+    """memlab.plots.consolidation_plan: one bar per source, its cosine to the medoid (1 for the
+    medoid, ABOVE for the others), the threshold line; an empty plan says so."""
+    from memlab.plots import consolidation_plan
+
+    space = Space(16)
+    texts = _texts(3, 0, True)
+    vectors = dict(zip(texts, space.group(3, ABOVE)))
+    recs = [_rec(f"m_{i}", t, timestamp=float(i)) for i, t in enumerate(texts)]
+    with _store(tmp_path / "s.sqlite", recs, _cfg()) as st:
+        plan, _ = consolidate(st, embedder=ChosenEmbedder(vectors), dry_run=True)
+    fig = consolidation_plan(plan, threshold=THRESHOLD)
+    ax = fig.axes[0]
+    assert ax.get_title() == "user/preference: consolidation plan, cosine to the medoid"
+    assert sorted(round(p.get_width(), 6) for p in ax.patches) == [ABOVE, ABOVE, 1.0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert sum(label.endswith("(medoid)") for label in labels) == 1
+    assert sorted(label.split(": ")[1].split(" ")[0] for label in labels) == ["m_0", "m_1", "m_2"]
+    assert all(label.startswith("#") and "user/preference" in label for label in labels)
+    assert ax.get_lines()[0].get_xdata()[0] == THRESHOLD
+    empty = consolidation_plan(type(plan)(candidates=2, groups=1))
+    assert "nothing to consolidate (2 live entries in 1 cells)" in empty.axes[0].texts[0].get_text()

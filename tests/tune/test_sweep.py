@@ -157,6 +157,90 @@ def test_folds_tune_on_some_conversations_and_score_the_others(run, tiny_bench_f
     assert "folds" in res.to_json() and "held-out fold" in res.format()
 
 
+def _exact_p(diffs) -> float:
+    """The paired randomisation test's p by enumeration of every sign vector (2**n of them)."""
+    import itertools
+
+    d = np.asarray(diffs, float)
+    stat = abs(d.mean())
+    signs = list(itertools.product((1, -1), repeat=len(d)))
+    return sum(abs((np.asarray(s) * d).mean()) >= stat - 1e-12 for s in signs) / len(signs)
+
+
+def test_folds_are_tested_question_by_question(run):
+    """Each held-out question is scored by the configuration tuned on the other fold and paired
+    with its default score; the p-value is the exact randomisation test over those pairs."""
+    res = run(space=GRID, sampler="grid", trials=4, folds=2)
+    d, t = res.held_out["default"], res.held_out["tuned"]
+    assert list(d.index) == list(t.index) and len(d) == 4 and set(d["fold"]) == {0, 1}
+    for x in res.folds["per_fold"]:          # each fold's rows: its own held-out questions
+        rows = t[t["fold"] == x["fold"]]
+        assert len(rows) == x["test"]
+        assert rows["ndcg@10"].mean() == pytest.approx(x["held_out"]["ndcg@10"])
+    test = res.held_out_test(["ndcg@10"])
+    diffs = (t["ndcg@10"] - d["ndcg@10"]).to_numpy()
+    assert test.loc[("tuned", "ndcg@10"), "diff"] == pytest.approx(diffs.mean())
+    assert test.loc[("tuned", "ndcg@10"), "p"] == pytest.approx(_exact_p(diffs))
+    paired = res.folds["paired"]["ndcg@10"]
+    assert paired["p"] == pytest.approx(_exact_p(diffs), abs=1e-6) and paired["questions"] == 4
+    frame = res.held_out_frame()
+    assert list(frame.columns.get_level_values(0).unique()) == \
+        ["question", "default", "tuned", "tuned - default"]
+    np.testing.assert_allclose(frame[("tuned - default", "ndcg@10")], diffs)
+    by_fold = res.held_out_test(["ndcg@10"], by_fold=True)
+    assert set(by_fold.index.get_level_values("fold")) == {0, 1}
+    assert "held out, question by question (4): ndcg@10" in res.format()
+    assert res.to_json()["folds"]["paired"]["ndcg@10"]["p"] == paired["p"]
+
+
+def test_held_out_and_transfer_frames_name_numbered_categories(tiny_bench, hashing, tmp_path):
+    """A dataset that numbers its categories (as LoCoMo does, names in the questions' meta): the
+    held-out and transfer frames carry the names; the trial scores are the same."""
+    import dataclasses
+
+    from memlab.bench.datasets.canonical import Dataset, write_dataset
+
+    codes = {"pets": "1", "travel": "2", "things": "3", "music": "4"}
+    qs = [dataclasses.replace(q, category=codes[q.category], meta={"category_name": q.category})
+          for q in tiny_bench.questions]
+    folder = write_dataset(Dataset(tiny_bench.card, tiny_bench.items, qs), tmp_path / "numbered")
+    res = sweep(dataset=str(folder), preset="reverie", overrides=hashing, space=GRID,
+                sampler="grid", trials=4, folds=2, test_dataset=str(folder),
+                out_dir=tmp_path / "s", progress=False)
+    want = {k: q.meta["category_name"] for q in qs for k in [f"{q.conversation_id}::{q.query_id}"]}
+    for frames in (res.held_out, res.test_frames):
+        for frame in frames.values():
+            assert frame["category"].to_dict() == {k: want[k] for k in frame.index}
+
+
+def test_each_fold_samples_its_own_configurations(run):
+    """With one seed, the folds' studies drew the same configurations (the issue saw identical
+    trials in every fold); each fold now has its own stream, and the sweep's own study keeps
+    the seeds it had."""
+    res = run(space=WIDE, sampler="random", trials=4, folds=2, study="own")
+    storage = open_storage(run.out_dir / "own.journal")
+    import optuna
+
+    drawn = [[t.params for t in optuna.load_study(study_name=f"own.fold{i}",
+                                                  storage=storage).trials[1:]]
+             for i in range(2)]
+    assert drawn[0] != drawn[1]
+    again = run(space=WIDE, sampler="random", trials=4, study="own2")
+    assert [t.params for t in res.study.trials] == [t.params for t in again.study.trials]
+
+
+def test_transfer_is_tested_question_by_question(run, tiny_bench_folder):
+    res = run(space=GRID, sampler="grid", trials=4, test_dataset=str(tiny_bench_folder))
+    d, b = res.test_frames["default"], res.test_frames["best"]
+    diffs = (b["ndcg@10"] - d["ndcg@10"]).to_numpy()
+    assert res.test["paired"]["ndcg@10"]["p"] == pytest.approx(_exact_p(diffs), abs=1e-6)
+    assert res.transfer_test(["ndcg@10"]).loc[("best", "ndcg@10"), "mean"] == \
+        pytest.approx(BEST_NDCG)
+    assert "(p " in res.format().splitlines()[-1]
+    with pytest.raises(InvalidInput, match="folds="):
+        res.held_out_test()
+
+
 def test_test_dataset_scores_best_and_default_there(run, tiny_bench_folder):
     res = run(space=GRID, sampler="grid", trials=4, test_dataset=str(tiny_bench_folder))
     assert res.test["best"]["ndcg@10"] == pytest.approx(BEST_NDCG)

@@ -382,6 +382,15 @@ class Dataset:
         items = [it for it in self.items if it.conversation_id in chosen_set]
         return Dataset(card=self.card, items=tuple(items), questions=tuple(qs), report=self.report)
 
+    def category_names(self) -> dict[str, str]:
+        """Category -> its name, for sources that number their categories (LoCoMo: ``"1"`` ->
+        ``"multi-hop"``): each question's ``meta["category_name"]``, in sorted category order;
+        empty when no question carries one (the category is then its own name). For tables
+        and figures: the category itself stays what the source says."""
+        names = {q.category: str(q.meta["category_name"]) for q in self.questions
+                 if isinstance(q.meta, Mapping) and q.meta.get("category_name")}
+        return dict(sorted(names.items()))
+
     def summary(self) -> dict[str, Any]:
         """Counts: conversations, items, questions, questions per category, and what the loader dropped."""
         return {"name": self.card.name, "version": self.card.version, "conversations": len(self.conversations()),
