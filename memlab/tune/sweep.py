@@ -37,7 +37,7 @@ from memlab.tune.storage import check_storage
 from memlab.tune.study import (Budget, TrialLoop, check_settings, enqueue_default, fail_orphans,
                                make_sampler, n_complete, open_storage, open_study,
                                resolve_sampler, run_trials, sampler_seed)
-from memlab.tune.workers import watch_parent
+from memlab.tune.workers import exit_now, watch_parent
 
 __all__ = ["sweep", "SweepSpec", "sweep_header"]
 
@@ -165,6 +165,8 @@ def _worker(spec: SweepSpec, name: str, questions: list[str] | None, worker: int
                           level=spec.level, macro=spec.macro)
     run_trials(_loop(spec, ds, evaluator, name, questions, worker, True, stream),
                Budget(budget_value, stop=stop))
+    if stop.is_set():
+        exit_now(0)             # orphaned: the trial is finished; no shutdown (see workers)
 
 
 def _run_study(spec: SweepSpec, ds: Dataset, evaluator: Evaluator, name: str, trials: int,

@@ -276,3 +276,83 @@ def test_sweep_workers_exit_when_their_parent_is_killed(tiny_bench_folder, tmp_p
     assert 2 <= len(study.trials) < 100000
     assert "finishing the running trial and exiting" in (tmp_path / "sweep.log").read_text(
         errors="replace")
+
+
+
+WATCHED = '''
+import logging, multiprocessing as mp, sys, threading
+
+def child(how, behave):
+    from memlab.tune.workers import exit_now, watch_parent
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    stop = threading.Event()
+    watch_parent(stop)
+    # the main thread holds the log handler's lock while it waits (as when the parent dies while a
+    # trial logs); "stuck": it runs no bytecode again (a C call that does not return: SIGTERM
+    # blocked in it, so the kernel hands the signal to another thread)
+    if behave == "stuck":
+        import signal
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    with logging.getLogger().handlers[0].lock:
+        print("ready", flush=True)
+        if behave == "stuck":
+            threading.Event().wait()
+        while not stop.wait(0.05):
+            pass
+    exit_now(0)
+
+if __name__ == "__main__":
+    proc = mp.get_context("spawn").Process(target=child, args=sys.argv[1:3])
+    proc.start()
+    print(proc.pid, flush=True)
+    if sys.argv[1] == "sigterm":
+        proc.join()
+        print("exit", proc.exitcode, flush=True)
+    else:
+        sys.stdin.read()
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"),
+                    reason="PR_SET_PDEATHSIG and pidfd_open are Linux's")
+@pytest.mark.parametrize("behave", ["cooperative", "stuck"])
+@pytest.mark.parametrize("how", ["sigterm", "parent_killed"])
+def test_a_worker_ends_even_when_its_main_thread_holds_the_log_lock(how, behave, tmp_path):
+    """A CI run saw a sweep worker outlive its killed parent by more than two minutes. Whatever
+    the main thread is doing when the parent dies (or SIGTERM comes), the watcher thread stops
+    the worker without the main thread and without a lock it may hold: a cooperative worker
+    finishes and exits with 0; one stuck (no bytecode runs, the log handler's lock held) is ended
+    ORPHAN_GRACE_S later with EXIT_ORPHANED. The old watcher needed the main thread for SIGTERM
+    and logged through that lock before it armed its grace timer: the stuck worker never ended
+    (both stuck cases failed)."""
+    from memlab.tune.workers import EXIT_ORPHANED
+
+    script = tmp_path / "watched.py"
+    script.write_text(WATCHED, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, str(script), how, behave], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    fd = None
+    code = 0 if behave == "cooperative" else EXIT_ORPHANED
+    try:
+        pid = int(proc.stdout.readline())
+        assert proc.stdout.readline().strip() == b"ready"   # the child's own print (fd 1)
+        fd = os.pidfd_open(pid)
+        if how == "sigterm":
+            os.kill(pid, signal.SIGTERM)
+            assert _wait_exit(fd, 60), "the worker outlived SIGTERM"
+            assert proc.stdout.readline().strip() == f"exit {code}".encode()
+        else:
+            proc.kill()
+            assert _wait_exit(fd, 60), "the worker outlived its killed parent"
+    finally:
+        proc.kill()
+        out, err = proc.communicate(timeout=60)
+        if fd is not None:
+            if not _wait_exit(fd, 0):
+                os.kill(pid, signal.SIGKILL)
+            os.close(fd)
+    err = err.decode()
+    assert ("SIGTERM" if how == "sigterm" else "is gone") in err
+    assert "finishing the running trial and exiting" in err
+    assert (f"ended (exit status {EXIT_ORPHANED})" in err) == (behave == "stuck")
