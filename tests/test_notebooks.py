@@ -126,3 +126,31 @@ def test_dev_notebooks_picks_notebooks_by_name():
     assert len(dev._notebooks([])) == len(NOTEBOOKS)
     with pytest.raises(SystemExit, match="no notebook matches 'zz'"):
         dev._notebooks(["zz"])
+
+
+def _run_count(db: Path) -> int:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    ids = [e.experiment_id for e in client.search_experiments()]
+    return len(client.search_runs(ids, max_results=5000)) if ids else 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["02_tune_scoring_weights", "03_reproduce_benchmarks"])
+def test_a_notebook_rerun_leaves_the_mlflow_run_count_unchanged(name, tmp_path, monkeypatch):
+    """Issue 20, done-when: the whole notebook run twice on a kept folder (MEMLAB_NOTEBOOK_WORK,
+    small size) in fresh kernels: the first run logs, the second finds its runs and adds none
+    (a stable run key per sweep, trial and bench run)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("MEMLAB_NOTEBOOK_WORK", str(work))
+    monkeypatch.setenv("MEMLAB_NOTEBOOK_SIZE", "small")
+    dev = _dev()
+    path = ROOT / "notebooks" / f"{name}.ipynb"
+    counts = []
+    for attempt in ("first", "second"):
+        report = dev.execute_notebooks([path], tmp_path / attempt, timeout=600)
+        assert report[path.name]["error"] is None, report
+        counts.append(_run_count(work / "mlflow.db"))
+    assert counts[0] > 0 and counts[1] == counts[0], counts
