@@ -219,6 +219,22 @@ def test_the_journal_lock_of_a_killed_holder_is_free_at_once(tmp_path):
     assert [t.values for t in load(journal, "l").trials] == [[0.5]]
 
 
+def _states(gone: dict[int, bool]) -> str:
+    """What the kernel says of the workers still running (state and wait channel), for a failure's
+    message."""
+    out = []
+    for pid in (p for p, ok in gone.items() if not ok):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            wchan = Path(f"/proc/{pid}/wchan").read_text()
+        except OSError as exc:
+            out.append(f"{pid}: {exc.strerror}")
+            continue
+        state = next((ln for ln in status.splitlines() if ln.startswith("State:")), "?")
+        out.append(f"{pid}: {state}, wchan {wchan}")
+    return "\n".join(out) + "\n"
+
+
 def _wait_exit(pidfd: int, seconds: float) -> bool:
     """Whether the process of ``pidfd`` ends within ``seconds`` (its pidfd turns readable)."""
     import select
@@ -261,7 +277,9 @@ def test_sweep_workers_exit_when_their_parent_is_killed(tiny_bench_folder, tmp_p
         proc.kill()
         proc.wait()
         gone = {pid: _wait_exit(fd, 120) for pid, fd in pidfds.items()}
-        assert all(gone.values()), f"workers still running after their parent died: {gone}"
+        assert all(gone.values()), (f"workers still running after their parent died: {gone}\n"
+                                    + _states(gone) + (tmp_path / "sweep.log").read_text(
+                                        errors="replace")[-4000:])
     finally:
         proc.kill()
         proc.wait()
