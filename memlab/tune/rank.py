@@ -109,8 +109,8 @@ def resolve_drop(drop: Sequence[str], features: Sequence[str]) -> set[str]:
         elif d in features:
             out.add(d)
         else:
-            raise InvalidInput("drop", f"not a column group ({', '.join(sorted(set(GROUPS) | set(groups)))}) "
-                               "nor a feature column", d)
+            known = ", ".join(sorted(set(GROUPS) | set(groups)))
+            raise InvalidInput("drop", f"not a column group ({known}) nor a feature column", d)
     return out
 
 

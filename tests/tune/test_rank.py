@@ -18,7 +18,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import ConfigError, InvalidInput
 from memlab.recall import learned as L
 from memlab.recall.features import Features, make_columns
-from memlab.recall.score import floor_z, score
+from memlab.recall.score import score
 from memlab.tune import heldout as H
 from memlab.tune import rank as R
 from memlab.tune.evaluate import per_query
@@ -226,3 +226,17 @@ def test_interval_by_hand():
     lo, hi = H.interval(np.array([0.0, 1.0]), resamples=4000, seed=0)
     # the mean of two resampled values is 0, 0.5 or 1 (1/4, 1/2, 1/4): 95% interval 0..1
     assert (lo, hi) == (0.0, 1.0)
+
+
+def test_permutation_importance_finds_the_signal_the_gold_follows(tmp_path):
+    rep = synth_replay({"lexical": 1.0}, conversations=4, per_conv=40, seed=3)
+    base = per_query(rep, CFG)
+    dev = H.Dev(rep, CFG, conversation_folds(base["conversation_id"], 2, seed=0), base.index)
+    keep: dict = {}
+    H.kfold({"s": dev}, H.Spec("lambdarank", joint=False), keep=keep, workdir=tmp_path)
+    assert [i for i, _ in keep["s"]] == [0, 1] and all(p.exists() for _, p in keep["s"])
+    imp = H.model_importance(dev, keep["s"], seed=0)
+    assert list(imp.columns) == [0, 1]
+    # gold follows lexical overlap alone: shuffling it costs most; a constant column nothing
+    assert imp.mean(axis=1).idxmax() == "lexical" and imp.loc["lexical"].min() > 0.1
+    assert (imp.loc["importance"] == 0).all()
