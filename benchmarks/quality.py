@@ -1,33 +1,37 @@
 #!/usr/bin/env python
-"""The quality picture (issue 8, item 7): held-out scores of every way memlab can set reverie's
-weights, beside the baselines, with paired p-values, on every development dataset.
+"""The quality picture (issues 8 and 21): held-out scores of every way memlab ranks memories,
+beside the plain retrievers, with paired p-values and 95% intervals, on every development dataset.
 
 Run from the repository root (D = the public datasets' folder)::
 
     python benchmarks/quality.py --datasets lifelog,locomo,madial-zh,madial-en,lme-oracle \
-        --data $D --cache-dir .cache/memlab --trials 100 --folds 5
+        --data $D --cache-dir .cache/memlab --folds 5 [--trials 40] [--ablate all]
     python benchmarks/quality.py --report results/quality.json        # reprint the tables
 
-Per dataset (the replay read from the feature cache, or replayed once and cached):
+Per dataset the replays come from the feature cache (each preset replayed once, then cached):
 
-* ``cosine``, ``hybrid_rrf``: the presets as shipped (nothing is tuned: every question counts);
-* ``reverie``: the spec's defaults;
-* ``optuna``: k folds by conversation (``memlab.tune.folds``); on each, a TPE study over
-  ``experiments/sweeps/reverie_score.yaml`` (score-stage keys only: one replay) tuned on the other
-  folds' questions (``memlab.sweep(folds=K)``), its best configuration scored on the held-out fold;
-* ``linear``, ``hgb``: ``memlab.tune.crossfit`` on the same folds: the formula's weights by
-  pairwise logistic regression, and a HistGradientBoosting model over every raw signal (an upper
-  bound of what these signals can do), each fitted on the other folds;
+* references ``cosine``, ``bm25``, ``hybrid_rrf``: the presets as shipped (nothing is learned:
+  every question counts); ``reverie``: the spec's defaults;
+* k-fold by conversation (``memlab.tune.folds``, seeded; never a study's tuned folds): ``optuna``
+  (``--trials`` > 0: a TPE study over ``experiments/sweeps/reverie_score.yaml`` per fold),
+  ``linear`` (reverie's weights by pairwise logistic regression, ``memlab.tune.crossfit``), and
+  the learned models of ``memlab.tune.heldout``: ``hgb`` (the pointwise classifier of ``memlab
+  fit --model hgb``, fitted on this dataset's other folds), ``hgb_all`` (the same rows of every
+  dataset's fold-i training questions together), ``ranker`` and ``ranker_all`` (LightGBM
+  lambdarank over every raw signal and the gates, ``memlab.tune.rank``, per dataset / joint);
+* leave one dataset out: ``hgb_lodo``, ``ranker_lodo``, trained on every question of the other
+  datasets and scored on this one;
 
-so every tuned or learned figure is a held-out one: each question is scored by a configuration
-that never saw its conversation. The p-values are paired randomisation tests per question
-(``memlab.bench.significance``) of each method against the spec's defaults. Also per dataset: the
-permutation importance of the hgb model (mean drop of held-out nDCG@10 when a signal is shuffled)
-and the study tuned on every question, written as ``experiments/configs/tuned/<dataset>.yaml``.
+so every learned figure is a held-out one. Each table row: the mean, its 95% bootstrap interval
+over questions, and against the dataset's best reference (by ``--metric``) the paired difference,
+its 95% interval and the paired randomisation p (``memlab.bench.significance``); the p against the
+spec's defaults too. ``--ablate GROUP,...`` (``memlab.tune.rank.GROUPS`` or column names; ``all``)
+reruns ``ranker_all`` k-fold with each group removed; the permutation importance of
+``ranker_all`` (drop of held-out nDCG@10 when a column is shuffled in the model's input) is
+printed per dataset.
 
-``--transfer SRC``: the configuration tuned on all of SRC, scored on every other dataset against the
-defaults. ``--joint``: one study over all the datasets together (objective: the mean over datasets
-of each dataset's mean), written as ``experiments/configs/reverie_tuned.yaml``.
+``--transfer SRC`` / ``--joint``: the Optuna-tuned configuration of SRC on the other datasets, and
+one study over all of them (issue 8's tables).
 
 Prints the tables and writes JSON (``--json``, default ``results/quality.json``).
 """
@@ -59,9 +63,14 @@ DATASETS = {
     "madial-en": ("madial-en", "madial_bench/en", {"zh_path": "madial_bench/zh"}),
     "lme-oracle": ("longmemeval-oracle", "longmemeval/longmemeval_oracle.json", {}),
 }
-BASELINES = ("cosine", "hybrid_rrf")
-METHODS = ("reverie", "optuna", "linear", "hgb")
+BASELINES = ("cosine", "bm25", "hybrid_rrf")
+REFERENCES = BASELINES
 METRICS = ("ndcg@10", "recall@10", "recall@5", "mrr")
+#: learned methods: name -> (kind, trained on every dataset together); held out k-fold
+LEARNED = {"hgb": ("hgb", False), "hgb_all": ("hgb", True), "ranker": ("lambdarank", False),
+           "ranker_all": ("lambdarank", True)}
+#: leave one dataset out: name -> kind (trained on every other dataset)
+TRANSFER = {"hgb_lodo": "hgb", "ranker_lodo": "lambdarank"}
 
 
 def _load(label: str, data: Path):
@@ -80,20 +89,18 @@ def _presets(cache_dir: str) -> dict[str, Any]:
             for p in ("reverie", *BASELINES)}
 
 
-def one_dataset(label: str, args, embedder, log) -> dict[str, Any]:
-    """Every method's held-out per-query frame on one dataset, the p-values, the importance."""
-    import memlab
+def load_dev(label: str, args, embedder, log) -> dict[str, Any]:
+    """One dataset's replays (feature cache: each replayed once), the presets' per-query frames
+    and its folds by conversation."""
     from memlab.bench.run import replay_cached
-    from memlab.bench.significance import compare_presets
-    from memlab.tune.crossfit import crossfit
     from memlab.tune.evaluate import per_query
     from memlab.tune.folds import conversation_folds
 
     t0 = time.perf_counter()
     ds = _load(label, args.data)
     cfgs = _presets(args.cache_dir)
-    reps = {p: replay_cached(ds, c, embedder=embedder, progress=not args.quiet)
-            for p, c in cfgs.items()}
+    reps = {p: replay_cached(ds, c, embedder=embedder if c.recall.use_dense else None,
+                             progress=not args.quiet) for p, c in cfgs.items()}
     t_replay = time.perf_counter() - t0
     frames = {p: per_query(reps[p], cfgs[p]) for p in ("reverie", *BASELINES)}
     base = frames["reverie"]
@@ -101,65 +108,92 @@ def one_dataset(label: str, args, embedder, log) -> dict[str, Any]:
     folds = conversation_folds(base["conversation_id"], k, seed=args.seed)
     log(f"{label}: {len(base)} questions, {base['conversation_id'].nunique()} conversations, "
         f"{k} folds; replays {t_replay:.1f} s")
+    return {"ds": ds, "cfgs": cfgs, "reps": reps, "frames": frames, "folds": folds, "k": k,
+            "seconds": {"replays": round(t_replay, 1)}}
 
-    # Optuna, k-fold (memlab.sweep tunes each fold on the others, then one study on everything)
-    t1 = time.perf_counter()
-    out_dir = Path(args.out_dir) / "sweeps"
-    name, rel, opts = DATASETS[label]
-    res = memlab.sweep(dataset=name, path=str(args.data / rel) if rel else None,
-                       dataset_options={k: (str(args.data / v) if k.endswith("_path") else v)
-                                        for k, v in opts.items()},
-                       space="reverie_score", preset="reverie", objective=args.metric,
-                       trials=args.trials, sampler="tpe", folds=k, seed=args.seed,
-                       overrides={"bench.cache_dir": args.cache_dir}, out_dir=out_dir,
-                       study=f"quality-{label}-{args.metric}-t{args.trials}-k{k}",
-                       progress=not args.quiet, embedder=embedder)
-    t_optuna = time.perf_counter() - t1
-    held = []
-    for f, info in zip(folds, res.folds["per_fold"]):
-        assert info["fold"] == f.index and info["test"] == len(f.test)
-        cfg = cfgs["reverie"].replace(**info["params"])
-        held.append(per_query(reps["reverie"], cfg).reindex(f.test))
-    frames["optuna"] = pd.concat(held).reindex(base.index)
 
-    # learned fusion, the same folds (crossfit draws them from the same frame and seed)
+def tuned_methods(label: str, dev: dict[str, Any], args, embedder, log) -> dict[str, Any]:
+    """Optuna (``--trials`` > 0) and the linear weights (crossfit), k-fold on ``dev``'s folds:
+    adds their held-out frames to ``dev['frames']``; returns what the report keeps."""
+    import memlab
+    from memlab.tune.crossfit import crossfit
+    from memlab.tune.evaluate import per_query
+
+    cfgs, reps, frames, folds, k = (dev[x] for x in ("cfgs", "reps", "frames", "folds", "k"))
+    base = frames["reverie"]
+    out: dict[str, Any] = {}
+    if args.trials > 0:
+        t1 = time.perf_counter()
+        out_dir = Path(args.out_dir) / "sweeps"
+        name, rel, opts = DATASETS[label]
+        res = memlab.sweep(dataset=name, path=str(args.data / rel) if rel else None,
+                           dataset_options={k: (str(args.data / v) if k.endswith("_path") else v)
+                                            for k, v in opts.items()},
+                           space="reverie_score", preset="reverie", objective=args.metric,
+                           trials=args.trials, sampler="tpe", folds=k, seed=args.seed,
+                           overrides={"bench.cache_dir": args.cache_dir}, out_dir=out_dir,
+                           study=f"quality-{label}-{args.metric}-t{args.trials}-k{k}",
+                           progress=not args.quiet, embedder=embedder)
+        held = []
+        for f, info in zip(folds, res.folds["per_fold"]):
+            if info["fold"] != f.index or info["test"] != len(f.test):
+                raise RuntimeError(f"{label}: the study's folds differ from this script's")
+            held.append(per_query(reps["reverie"], cfgs["reverie"].replace(**info["params"]))
+                        .reindex(f.test))
+        frames["optuna"] = pd.concat(held).reindex(base.index)
+        ds = dev["ds"]
+        tuned_dir = ROOT / "experiments" / "configs" / "tuned"
+        tuned_dir.mkdir(parents=True, exist_ok=True)
+        _write_tuned(res.best_config.replace(**{"bench.cache_dir": ".cache/memlab"}),
+                     tuned_dir / f"{label}.yaml",
+                     f"reverie tuned on all of {ds.card.name} {ds.card.version} ({len(base)} "
+                     f"questions), {args.trials} TPE trials over "
+                     f"experiments/sweeps/reverie_score.yaml, objective {args.metric}; its "
+                     "held-out (k-fold) score is in benchmarks/quality.py's report")
+        out.update(optuna_folds=res.folds["summary"],
+                   tuned_params=dict((res.best or {}).get("params", {})))
+        dev["seconds"]["optuna"] = round(time.perf_counter() - t1, 1)
     t2 = time.perf_counter()
-    cf = crossfit(reps["reverie"], cfgs["reverie"], k=k, seed=args.seed,
-                  metric=args.metric, hgb=True, importance=True)
-    t_fit = time.perf_counter() - t2
-    for m in ("linear", "hgb"):
-        frames[m] = cf.per_query[m].reindex(base.index)
-    pd.testing.assert_series_equal(cf.per_query["defaults"][args.metric].reindex(base.index),
-                                   base[args.metric], check_names=False)
+    cf = crossfit(reps["reverie"], cfgs["reverie"], k=k, seed=args.seed, metric=args.metric,
+                  hgb=False, importance=False)
+    frames["linear"] = cf.per_query["linear"].reindex(base.index)
+    out["linear_weights"] = cf.weights.mean(axis=1).round(5).to_dict()
+    dev["seconds"]["linear"] = round(time.perf_counter() - t2, 1)
+    return out
 
-    order = ["reverie", "optuna", "linear", "hgb", *BASELINES]
-    sig = compare_presets({m: frames[m] for m in order}, metrics=list(METRICS),
-                          resamples=args.resamples, seed=args.seed)
-    fold_means = {m: [float(frames[m].reindex(f.test)[args.metric].mean()) for f in folds]
-                  for m in order}
-    table = {m: {"mean": {k: float(frames[m][k].mean()) for k in METRICS},
-                 "fold_sd": float(np.std(fold_means[m], ddof=1)),
-                 "diff": {k: float(sig.loc[(m, k), "diff"]) for k in METRICS},
-                 "p": {k: (None if np.isnan(sig.loc[(m, k), "p"]) else float(sig.loc[(m, k), "p"]))
-                       for k in METRICS}} for m in order}
-    tuned_dir = ROOT / "experiments" / "configs" / "tuned"
-    tuned_dir.mkdir(parents=True, exist_ok=True)
-    best = res.best_config.replace(**{"bench.cache_dir": ".cache/memlab"})
-    _write_tuned(best, tuned_dir / f"{label}.yaml",
-                 f"reverie tuned on all of {ds.card.name} {ds.card.version} ({len(base)} "
-                 f"questions), {args.trials} TPE trials over experiments/sweeps/reverie_score.yaml, "
-                 f"objective {args.metric}; its held-out (k-fold) score is in the README, "
-                 "Benchmarks: tuned and learned weights")
-    imp = cf.importance_summary()
-    return {"dataset": ds.card.name, "version": ds.card.version, "questions": len(base),
-            "conversations": int(base["conversation_id"].nunique()), "folds": k,
-            "trials": args.trials, "methods": table,
-            "optuna_folds": res.folds["summary"],
-            "importance": None if imp is None else imp.round(5).reset_index().to_dict("records"),
-            "linear_weights": cf.weights.mean(axis=1).round(5).to_dict(),
-            "tuned_params": {k: v for k, v in (res.best or {}).get("params", {}).items()},
-            "seconds": {"replays": round(t_replay, 1), "optuna": round(t_optuna, 1),
-                        "fit": round(t_fit, 1)}}
+
+def _p(v: float) -> float | None:
+    return None if v is None or np.isnan(v) else float(v)
+
+
+def dataset_table(frames: dict[str, pd.DataFrame], order: list[str], args) -> dict[str, Any]:
+    """Mean, 95% interval, and against the best reference (by ``args.metric``) the paired
+    difference, its 95% interval and p (randomisation); p against the spec's defaults too."""
+    from memlab.bench.significance import compare_presets
+    from memlab.tune.heldout import interval
+
+    refs = [r for r in REFERENCES if r in frames]
+    best = max(refs, key=lambda r: frames[r][args.metric].mean())
+    index = frames[order[0]].index
+    aligned = {m: frames[m].reindex(index) for m in order}
+    vs_best = compare_presets({best: aligned[best], **{m: aligned[m] for m in order
+                               if m != best}}, metrics=list(METRICS),
+                              resamples=args.resamples, seed=args.seed)
+    vs_def = compare_presets({"reverie": aligned["reverie"], **{m: aligned[m] for m in order
+                              if m != "reverie"}}, metrics=[args.metric],
+                             resamples=args.resamples, seed=args.seed)
+    rows = {}
+    for m in order:
+        a = aligned[m][args.metric].to_numpy()
+        rows[m] = {"mean": {k: float(aligned[m][k].mean()) for k in METRICS},
+                   "ci": interval(a, resamples=args.resamples, seed=args.seed),
+                   "diff_best": float(vs_best.loc[(m, args.metric), "diff"]),
+                   "ci_diff_best": (None if m == best else interval(
+                       a, aligned[best][args.metric].to_numpy(), resamples=args.resamples,
+                       seed=args.seed)),
+                   "p_best": _p(vs_best.loc[(m, args.metric), "p"]),
+                   "p_defaults": _p(vs_def.loc[(m, args.metric), "p"])}
+    return {"best_reference": best, "questions": int(len(index)), "methods": rows}
 
 
 def _write_tuned(cfg, path: Path, header: str) -> None:
@@ -260,22 +294,111 @@ def _defaults(space, cfg) -> list[Any]:
     return out
 
 
+def learned_methods(devs: dict[str, Any], dev_info: dict[str, dict], args, log
+                    ) -> dict[str, Any]:
+    """The learned methods k-fold (:data:`LEARNED`) and leave one dataset out
+    (:data:`TRANSFER`); the ablation (``--ablate``) and the joint ranker's permutation
+    importance. Adds the frames to each dataset's ``frames``; returns what the report keeps."""
+    from memlab.tune.heldout import Spec, kfold, leave_one_out, model_importance
+
+    out: dict[str, Any] = {"seconds": {}}
+    work = Path(args.out_dir) / "quality_models"
+    for name, (kind, joint_) in LEARNED.items():
+        if kind == "hgb" and args.no_hgb:
+            continue
+        t = time.perf_counter()
+        keep: dict[str, list] | None = {} if name == "ranker_all" and args.importance else None
+        got = kfold(devs, Spec(kind, joint_), seed=args.seed, keep=keep,
+                    workdir=work / name if keep is not None else None)
+        for label, frame in got.items():
+            dev_info[label]["frames"][name] = frame.reindex(dev_info[label]["frames"]
+                                                            ["reverie"].index)
+        out["seconds"][name] = round(time.perf_counter() - t, 1)
+        log(f"{name}: k-fold {out['seconds'][name]} s")
+        if keep is not None:
+            t = time.perf_counter()
+            out["importance"] = {}
+            for label, folds in keep.items():
+                imp = model_importance(devs[label], folds, metric=args.metric, seed=args.seed)
+                summ = pd.DataFrame({"mean": imp.mean(axis=1), "sd": imp.std(axis=1)}
+                                    ).sort_values("mean", ascending=False)
+                out["importance"][label] = summ.round(5).reset_index(names="signal").to_dict(
+                    "records")
+            out["seconds"]["importance"] = round(time.perf_counter() - t, 1)
+    if len(devs) > 1:
+        out["lodo"] = {label: {} for label in devs}
+        for name, kind in TRANSFER.items():
+            if kind == "hgb" and args.no_hgb:
+                continue
+            t = time.perf_counter()
+            got = leave_one_out(devs, Spec(kind, True), seed=args.seed)
+            for label, frame in got.items():
+                dev_info[label]["lodo_frames"][name] = frame
+            out["seconds"][name] = round(time.perf_counter() - t, 1)
+            log(f"{name}: leave-one-dataset-out {out['seconds'][name]} s")
+    if args.ablate:
+        from memlab.tune.rank import GROUPS
+
+        groups = list(GROUPS) if args.ablate == "all" else args.ablate.split(",")
+        out["ablation"] = {}
+        for g in groups:
+            t = time.perf_counter()
+            got = kfold(devs, Spec("lambdarank", True, drop=(g,)), seed=args.seed)
+            out["ablation"][g] = {label: float(f[args.metric].mean()) for label, f in got.items()}
+            log(f"ablation -{g}: {round(time.perf_counter() - t, 1)} s")
+    return out
+
+
 def print_tables(res: dict[str, Any], metric: str) -> None:
-    for label, r in res.get("datasets", {}).items():
-        print(f"\n{label}: {r['dataset']} {r['version']}, {r['questions']} questions, "
-              f"{r['conversations']} conversations, {r['folds']} folds, {r['trials']} trials/fold")
-        rows = []
-        for m, v in r["methods"].items():
-            p = v["p"][metric]
-            rows.append({"method": m, **{k: v["mean"][k] for k in METRICS},
-                         "fold sd": v["fold_sd"], f"diff {metric}": v["diff"][metric],
-                         f"p {metric}": "-" if p is None else (f"{p:.3f}" if p >= 0.001
-                                                               else "<0.001")})
-        print(pd.DataFrame(rows).set_index("method").to_string(float_format=lambda x: f"{x:.3f}"))
-        if r.get("importance"):   # records: the signal's name, mean, sd (best first)
-            name = next(k for k in r["importance"][0] if k not in ("mean", "sd"))
-            print("hgb permutation importance (drop of held-out", metric + "):",
-                  ", ".join(f"{i[name]} {i['mean']:.3f}" for i in r["importance"][:8]))
+    def fmt_p(p):
+        return "-" if p is None else (f"{p:.3f}" if p >= 0.001 else "<0.001")
+
+    for section, title in (("kfold", "k-fold by conversation"),
+                           ("lodo", "leave one dataset out (trained on the others)")):
+        for label, r in res.get("datasets", {}).items():
+            t = r.get(section)
+            if not t:
+                continue
+            print(f"\n{label} ({title}): {r['dataset']} {r['version']}, {t['questions']} "
+                  f"questions, {r['conversations']} conversations, {r['folds']} folds; best "
+                  f"reference {t['best_reference']}")
+            rows = []
+            for m, v in t["methods"].items():
+                cd = v["ci_diff_best"]
+                rows.append({"method": m, metric: v["mean"][metric],
+                             "95% CI": f"{v['ci'][0]:.3f}-{v['ci'][1]:.3f}",
+                             **{k: v["mean"][k] for k in METRICS if k != metric},
+                             "diff best ref": v["diff_best"],
+                             "diff 95% CI": "-" if cd is None else f"{cd[0]:+.3f}..{cd[1]:+.3f}",
+                             "p best ref": fmt_p(v["p_best"]),
+                             "p defaults": fmt_p(v["p_defaults"])})
+            print(pd.DataFrame(rows).set_index("method").to_string(
+                float_format=lambda x: f"{x:.3f}"))
+    sets = res.get("datasets", {})
+    if sets:
+        print(f"\nsummary, {metric} (k-fold; lodo: trained on the other datasets)")
+        rows = {}
+        for label, r in sets.items():
+            row = {m: v["mean"][metric] for m, v in r["kfold"]["methods"].items()}
+            row.update({m: v["mean"][metric] for m, v in (r.get("lodo") or {}).get(
+                "methods", {}).items() if m not in row})
+            ours = {m: x for m, x in row.items() if m not in REFERENCES}
+            best_ours = max(ours, key=ours.get)
+            ref = r["kfold"]["best_reference"]
+            row["best memlab - best ref"] = ours[best_ours] - row[ref]
+            row["best memlab"] = best_ours
+            rows[label] = row
+        print(pd.DataFrame(rows).T.to_string(float_format=lambda x: f"{x:.3f}"))
+    for label, imp in (res.get("importance") or {}).items():
+        print(f"{label}: ranker_all permutation importance (drop of held-out {metric}): " +
+              ", ".join(f"{i['signal']} {i['mean']:.3f}" for i in imp[:8]))
+    if res.get("ablation"):
+        print(f"\nablation: ranker_all k-fold {metric} with a column group removed "
+              "(row 'none': all columns)")
+        base = {label: r["kfold"]["methods"]["ranker_all"]["mean"][metric]
+                for label, r in sets.items() if "ranker_all" in r["kfold"]["methods"]}
+        table = {"none": base, **res["ablation"]}
+        print(pd.DataFrame(table).T.to_string(float_format=lambda x: f"{x:.3f}"))
     if res.get("transfer"):
         print(f"\ntransfer: tuned on {res['transfer_source']}, {metric}")
         rows = {label: {m: v["mean"][metric] for m, v in t.items()} |
@@ -295,7 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", default=".cache/memlab")
     ap.add_argument("--metric", default="ndcg@10")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--trials", type=int, default=100)
+    ap.add_argument("--trials", type=int, default=0, help="Optuna trials per fold (0: no study)")
+    ap.add_argument("--no-hgb", action="store_true", help="skip the HGB models")
+    ap.add_argument("--no-importance", dest="importance", action="store_false")
+    ap.add_argument("--ablate", default="", help="column groups (memlab.tune.rank.GROUPS) or "
+                    "columns, comma-separated, each dropped from ranker_all in turn; 'all'")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resamples", type=int, default=10_000)
     ap.add_argument("--transfer", default=None, help="a dataset label: its tuned YAML on the others")
@@ -311,43 +438,73 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from memlab.config import MemlabConfig
     from memlab.embed import make_embedder
+    from memlab.tune.heldout import Dev
 
     labels = [d.strip() for d in args.datasets.split(",") if d.strip()]
     unknown = [d for d in labels if d not in DATASETS]
     if unknown:
         ap.error(f"unknown datasets {unknown}; known: {', '.join(DATASETS)}")
+    started = time.perf_counter()
     embedder = make_embedder(MemlabConfig())
     res: dict[str, Any] = {"metric": args.metric, "datasets": {},
+                           "command": " ".join(["python", "benchmarks/quality.py",
+                                                *(argv if argv is not None else sys.argv[1:])]),
                            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                                        "python": sys.version.split()[0],
                                        "load": os.getloadavg()},
                            "embedder": embedder.version,
                            "when": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    if args.json.exists():   # one dataset per run is fine: results accumulate
-        old = json.loads(args.json.read_text(encoding="utf-8"))
-        res["datasets"].update(old.get("datasets", {}))
-        for k in ("transfer", "transfer_source", "joint"):
-            if k in old:
-                res[k] = old[k]
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    for label in labels:
-        if args.transfer or args.joint:
-            break
-        res["datasets"][label] = one_dataset(label, args, embedder, log)
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1, ensure_ascii=False), encoding="utf-8")
-    if args.transfer:
-        src = ROOT / "experiments" / "configs" / "tuned" / f"{args.transfer}.yaml"
-        res["transfer_source"] = args.transfer
-        res["transfer"] = transfer(src, [d for d in labels if d != args.transfer], args, embedder)
-    if args.joint:
-        res["joint"] = joint(labels, args, embedder, log)
+    if args.transfer or args.joint:
+        if args.json.exists():
+            res["datasets"] = json.loads(args.json.read_text(encoding="utf-8")).get("datasets", {})
+        if args.transfer:
+            src = ROOT / "experiments" / "configs" / "tuned" / f"{args.transfer}.yaml"
+            res["transfer_source"] = args.transfer
+            res["transfer"] = transfer(src, [d for d in labels if d != args.transfer], args,
+                                       embedder)
+        if args.joint:
+            res["joint"] = joint(labels, args, embedder, log)
+    else:
+        info: dict[str, dict] = {}
+        for label in labels:
+            dev = load_dev(label, args, embedder, log)
+            dev["extra"] = tuned_methods(label, dev, args, embedder, log)
+            dev["lodo_frames"] = {}
+            info[label] = dev
+        devs = {label: Dev(d["reps"]["reverie"], d["cfgs"]["reverie"], d["folds"],
+                           d["frames"]["reverie"].index) for label, d in info.items()}
+        learned = learned_methods(devs, info, args, log)
+        for label, d in info.items():
+            frames = d["frames"]
+            order = ["reverie"] + [m for m in ("optuna", "linear", *LEARNED) if m in frames] + \
+                [r for r in REFERENCES]
+            base = frames["reverie"]
+            fold_means = {m: [float(frames[m].reindex(f.test)[args.metric].mean())
+                              for f in d["folds"]] for m in order}
+            kf = dataset_table(frames, order, args)
+            for m in order:
+                kf["methods"][m]["fold_sd"] = float(np.std(fold_means[m], ddof=1))
+            entry = {"dataset": d["ds"].card.name, "version": d["ds"].card.version,
+                     "questions": int(len(base)),
+                     "conversations": int(base["conversation_id"].nunique()), "folds": d["k"],
+                     "kfold": kf, "seconds": d["seconds"], **d["extra"]}
+            if d["lodo_frames"]:
+                lf = {"reverie": frames["reverie"], **d["lodo_frames"],
+                      **{r: frames[r] for r in REFERENCES}}
+                entry["lodo"] = dataset_table(lf, list(lf), args)
+            res["datasets"][label] = entry
+        res.update({k: v for k, v in learned.items() if k in ("importance", "ablation")})
+        res["learned_seconds"] = learned["seconds"]
+    res["wall_seconds"] = round(time.perf_counter() - started, 1)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(res, indent=1, ensure_ascii=False), encoding="utf-8")
+    args.json.write_text(json.dumps(res, indent=1, ensure_ascii=False, default=float),
+                         encoding="utf-8")
     print_tables(res, args.metric)
+    print(f"\nwrote {args.json}; wall time {res['wall_seconds']} s")
     return 0
 
 

@@ -360,7 +360,9 @@ def fit_cmd(
     set_: Optional[List[str]] = set_option(),
     model: str = typer.Option("linear", "--model", help="linear: reverie's weights, written as "
                               "a config YAML; hgb: a gradient-boosting model over every raw "
-                              "signal, written as a skops file for fusion.scorer 'learned'."),
+                              "signal, written as a skops file for fusion.scorer 'learned'; "
+                              "lambdarank: a LightGBM ranker over every raw signal and the "
+                              "gates (memlab[rank]), scored with fusion.learned_floor false."),
     method: str = typer.Option("pairwise", "--method", help="pairwise | pointwise logistic "
                                "regression (linear model)."),
     folds: Optional[int] = typer.Option(None, "--folds", help="K folds by conversation: "
@@ -394,8 +396,8 @@ def fit_cmd(
 
     report: dict = {"dataset": dataset, "preset": preset, "model": model, "method": method}
     with failing():
-        if model not in ("linear", "hgb"):
-            raise MemlabError(f"--model: must be linear or hgb (got {model!r})")
+        if model not in ("linear", "hgb", "lambdarank"):
+            raise MemlabError(f"--model: must be linear, hgb or lambdarank (got {model!r})")
         overrides = run_overrides(set_, cache_dir, False)
         cfg = load_config(resolve_preset(preset)[1], overrides=overrides)
         ds = registry.load(dataset, path=path, **loader_options(option))
@@ -421,6 +423,20 @@ def fit_cmd(
                           in_sample=ins, scale=lin.scale)
             if out is not None:
                 F.write_yaml(lin, out, header=header)
+        elif model == "lambdarank":
+            from memlab.tune.rank import Part, fit_model
+
+            booster, feats, counts = fit_model([Part(ds.card.name, rep, cfg)], seed=seed)
+            report["counts"] = counts
+            typer.echo(f"lambdarank: {counts['groups_used']} questions, {counts['rows_used']} "
+                       f"rows, {len(feats)} columns, {counts['best_iteration']} trees")
+            if out is not None:
+                save_model(booster, out, features=feats, trained=counts, kind="lambdarank",
+                           config=cfg.to_flat(),
+                           dataset={"name": ds.card.name, "version": ds.card.version,
+                                    "content_hash": ds.content_hash()}, environment=env)
+                typer.echo(f"score with: --set fusion.scorer=learned --set "
+                           f"fusion.learned_model={out} --set fusion.learned_floor=false")
         else:
             hgb, feats, counts = F.fit_hgb(rep, cfg, seed=seed)
             report["counts"] = counts
@@ -435,6 +451,19 @@ def fit_cmd(
             cv = crossfit(rep, cfg, k=folds, seed=seed, method=method, metric=metric,
                           importance=not no_importance, repeats=repeats)
             summ = cv.summary()
+            if model == "lambdarank":
+                from memlab.tune.folds import conversation_folds
+                from memlab.tune.heldout import Dev, Spec, kfold
+
+                base = cv.per_query["defaults"]
+                dev = Dev(rep, cfg, conversation_folds(base["conversation_id"], folds,
+                                                       seed=seed), base.index)
+                ranked = kfold({ds.card.name: dev}, Spec("lambdarank", joint=False),
+                               seed=seed)[ds.card.name]
+                cv.per_query["lambdarank"] = ranked
+                cv.scores.loc["lambdarank"] = [float(ranked.reindex(f.test)[metric].mean())
+                                               for f in dev.folds]
+                summ = cv.summary()
             typer.echo(f"\n{folds}-fold held-out {metric} (folds by conversation)")
             typer.echo(summ.to_string(float_format=lambda v: f"{v:.4f}"))
             report["folds"] = {"k": folds, "metric": metric,

@@ -279,6 +279,12 @@ class FusionConfig(_Section):
     learned_model: str | None = _f(
         None, "Model file (skops) of the 'learned' scorer, written by memlab fit --model hgb: a "
         "non-linear model over the raw signals, an upper bound of what they can do. None: none.")
+    learned_floor: bool = _f(
+        True, "The 'learned' scorer applies the relevance floor (recall.floor_mode) as a hard "
+        "cut (true), or leaves every candidate to the model, which reads the gates (retention, "
+        "eligibility, the floor's margin) as features (false: a lambdarank model of memlab fit "
+        "--model lambdarank is trained on every candidate). memlab's choice: true, so that a "
+        "question about nothing stored returns nothing.")
     relevance: float = _f(0.62, "Weight of cosine relevance.", ge=0.0, le=10.0, spec="reverie §8")
     lexical: float = _f(0.16, "Weight of lexical overlap.", ge=0.0, le=10.0, spec="reverie §8")
     importance: float = _f(0.08, "Weight of importance.", ge=0.0, le=10.0, spec="reverie §8")

@@ -14,8 +14,26 @@ not a skops archive, holds other types, lacks the manifest, has another format, 
 does not know, or was written by another scikit-learn minor version raises :class:`ConfigError`
 naming ``fusion.learned_model``, the rule and the path.
 
-Gates: like the baselines, no forgetting gate (every row eligible) and the relevance floor of
-``recall.floor_mode`` (a question about nothing stored still returns nothing).
+**Two kinds of model** (manifest ``kind``): ``hgb`` (the default, absent in older files), the
+classifier above; ``lambdarank``, a LightGBM ranker (:mod:`memlab.tune.rank`) whose score is its
+raw output (an order, not a probability). skops could hold a LightGBM model only by trusting
+LightGBM's own classes (loaded through their generic ``__reduce__`` state), so the archive holds
+LightGBM's text format instead (``Booster.model_to_string()``, a plain ``str``) beside the
+manifest: nothing but builtins is loaded, and LightGBM (the optional extra ``memlab[rank]``,
+imported when such a file is read) rebuilds the booster from the text. The manifest also records
+the LightGBM version.
+
+**Gate features.** A model's columns may include :data:`GATE_FEATURES`, computed from the table
+and the config by :func:`gate_features` (not stored): the memory's ``retention`` (§9), whether
+the forgetting gate lets it through (``eligible``) and the relevance floor's margin
+(``floor_margin``: ``floor_z - recall.relevance_z`` in the zscore mode, ``cosine -
+recall.relevance_floor`` in the absolute one; NaN where unknown). With them a model learns how
+much the gates should count instead of obeying them as hard cuts.
+
+Gates: like the baselines, no forgetting gate (every row eligible) and, with
+``fusion.learned_floor`` (the default), the relevance floor of ``recall.floor_mode`` (a question
+about nothing stored still returns nothing); with ``fusion.learned_floor`` false every row is
+relevant and the ranking is the model's alone.
 """
 
 from __future__ import annotations
@@ -33,8 +51,8 @@ from memlab.recall.features import COLUMNS, Table, column, n_rows
 from memlab.recall.score import Scored, register, relevance_mask
 from memlab.version import __version__
 
-__all__ = ["FORMAT", "FEATURES", "TRUSTED_TYPES", "LearnedModel", "save_model", "load_model",
-           "learned"]
+__all__ = ["FORMAT", "FEATURES", "GATE_FEATURES", "KINDS", "TRUSTED_TYPES", "LearnedModel",
+           "gate_features", "save_model", "load_model", "learned"]
 
 FORMAT = 1
 #: every raw signal but the row's identity (qid, row) and the absolute event time (Unix seconds:
@@ -43,6 +61,32 @@ FEATURES: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("qid", "row", 
 #: the only non-builtin types a model file may hold besides scikit-learn's own estimators
 TRUSTED_TYPES = ("sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",)
 KEY = "fusion.learned_model"
+#: the model kinds a file may hold (manifest ``kind``)
+KINDS = ("hgb", "lambdarank")
+#: columns computed from the table and the config at scoring time (see the module doc)
+GATE_FEATURES: tuple[str, ...] = ("retention", "eligible", "floor_margin")
+
+
+def gate_features(table: Table, cfg: MemlabConfig) -> dict[str, np.ndarray]:
+    """The :data:`GATE_FEATURES` of every row of ``table`` under ``cfg`` (float64)."""
+    from memlab.recall.score import floor_z, reverie_gate, reverie_memory
+
+    n = n_rows(table)
+    if n == 0:
+        return {c: np.zeros(0) for c in GATE_FEATURES}
+    memory = reverie_memory(table, cfg)
+    _, eligible, _, _ = reverie_gate(table, cfg, memory, np.ones(n, dtype=bool))
+    cosine = column(table, "cosine", np.float64)
+    if cfg.recall.floor_mode == "zscore":
+        stats = [column(table, c, np.float64) for c in ("q_bg_mean", "q_bg_std", "m_bg_mean",
+                                                         "m_bg_std")]
+        with np.errstate(invalid="ignore"):
+            margin = floor_z(cosine, *stats) - cfg.recall.relevance_z
+    else:
+        margin = cosine - cfg.recall.relevance_floor
+    margin = np.where(np.isfinite(margin), margin, np.nan)
+    return {"retention": np.asarray(memory["retention"], np.float64),
+            "eligible": np.asarray(eligible, np.float64), "floor_margin": margin}
 
 
 class LearnedModel:
@@ -55,21 +99,35 @@ class LearnedModel:
     def features(self) -> tuple[str, ...]:
         return tuple(self.manifest["features"])
 
-    def matrix(self, table: Table) -> np.ndarray:
+    @property
+    def kind(self) -> str:
+        return str(self.manifest.get("kind", "hgb"))
+
+    def matrix(self, table: Table, cfg: MemlabConfig | None = None) -> np.ndarray:
         """The model's input: the manifest's columns of ``table`` as float64 (NaN kept: the
-        gradient-boosting model treats it as missing)."""
-        missing = [c for c in self.features if c not in table]
+        gradient-boosting models treat it as missing); gate features from ``cfg``."""
+        missing = [c for c in self.features if c not in table and c not in GATE_FEATURES]
         if missing:
             raise ConfigError(KEY, f"the model reads column {missing[0]!r}, which the feature "
                               "table lacks", self.path)
-        return np.column_stack([column(table, c, np.float64) for c in self.features]) \
+        gates = {}
+        if any(c in GATE_FEATURES for c in self.features):
+            if cfg is None:
+                raise ConfigError(KEY, "the model reads gate features: pass the config",
+                                  self.path)
+            gates = gate_features(table, cfg)
+        return np.column_stack([gates[c] if c in gates else column(table, c, np.float64)
+                                for c in self.features]) \
             if self.features else np.zeros((n_rows(table), 0))
 
-    def predict(self, table: Table) -> np.ndarray:
-        """P(gold) of every row."""
+    def predict(self, table: Table, cfg: MemlabConfig | None = None) -> np.ndarray:
+        """The score of every row: P(gold) (hgb) or the ranker's raw output (lambdarank)."""
         if n_rows(table) == 0:
             return np.zeros(0)
-        return self.model.predict_proba(self.matrix(table))[:, 1]
+        X = self.matrix(table, cfg)
+        if self.kind == "lambdarank":
+            return np.asarray(self.model.predict(X), np.float64)
+        return self.model.predict_proba(X)[:, 1]
 
 
 def _sklearn_minor() -> str:
@@ -78,21 +136,41 @@ def _sklearn_minor() -> str:
     return ".".join(sklearn.__version__.split(".")[:2])
 
 
+def lightgbm():
+    """The lightgbm module, or ConfigError naming the extra that installs it."""
+    try:
+        import lightgbm as lgb
+    except ImportError:
+        raise ConfigError(KEY, "a lambdarank model needs LightGBM: pip install 'memlab[rank]'",
+                          "lightgbm") from None
+    return lgb
+
+
 def save_model(model: Any, path: str | Path, *, features: tuple[str, ...] | list[str],
                dataset: Mapping[str, Any] | None = None,
                trained: Mapping[str, Any] | None = None,
-               environment: Mapping[str, Any] | None = None) -> Path:
-    """Write ``model`` (fitted on ``features``, in that order) and its manifest as one skops file.
-    Written beside and renamed into place, so a reader never sees half a file."""
+               environment: Mapping[str, Any] | None = None,
+               kind: str = "hgb", config: Mapping[str, Any] | None = None) -> Path:
+    """Write ``model`` (fitted on ``features``, in that order) and its manifest as one skops file
+    (``kind`` lambdarank: a LightGBM Booster or LGBMRanker, kept as LightGBM's text; ``config``:
+    the flat training config, recorded). Written beside and renamed into place, so a reader never
+    sees half a file."""
     import sklearn
     import skops.io as sio
 
-    unknown = [c for c in features if c not in COLUMNS]
+    if kind not in KINDS:
+        raise ConfigError(KEY, f"kind must be one of {', '.join(KINDS)}", kind)
+    unknown = [c for c in features if c not in COLUMNS and c not in GATE_FEATURES]
     if unknown:
         raise ConfigError(KEY, "feature columns must be raw-signal columns", unknown[0])
-    manifest = {"format": FORMAT, "features": list(features), "memlab": __version__,
-                "sklearn": sklearn.__version__, "dataset": dict(dataset or {}),
-                "trained": dict(trained or {}), "environment": dict(environment or {})}
+    manifest = {"format": FORMAT, "kind": kind, "features": list(features),
+                "memlab": __version__, "sklearn": sklearn.__version__,
+                "dataset": dict(dataset or {}), "trained": dict(trained or {}),
+                "environment": dict(environment or {}), "config": dict(config or {})}
+    if kind == "lambdarank":
+        booster = getattr(model, "booster_", model)
+        manifest["lightgbm"] = lightgbm().__version__
+        model = booster.model_to_string()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
@@ -137,9 +215,15 @@ def _load(path: str, size: int, mtime_ns: int) -> LearnedModel:   # size, mtime:
         raise ConfigError(KEY, f"model file format {man.get('format')!r}, this memlab reads "
                           f"format {FORMAT}", path)
     feats = man.get("features")
-    if not isinstance(feats, list) or any(c not in COLUMNS for c in feats):
+    if not isinstance(feats, list) or any(c not in COLUMNS and c not in GATE_FEATURES
+                                          for c in feats):
         raise ConfigError(KEY, f"the manifest's feature columns are not raw-signal columns "
                           f"({feats!r})", path)
+    kind = man.get("kind", "hgb")
+    if kind not in KINDS:
+        raise ConfigError(KEY, f"model kind {kind!r}, this memlab reads {', '.join(KINDS)}", path)
+    if kind == "lambdarank":
+        return _ranker(obj["model"], man, feats, path)
     if ".".join(str(man.get("sklearn", "")).split(".")[:2]) != _sklearn_minor():
         raise ConfigError(KEY, f"written by scikit-learn {man.get('sklearn')}, this is "
                           f"{_sklearn_minor()}: retrain it (memlab fit --model hgb)", path)
@@ -148,6 +232,21 @@ def _load(path: str, size: int, mtime_ns: int) -> LearnedModel:   # size, mtime:
         raise ConfigError(KEY, f"the model does not read the manifest's {len(feats)} columns",
                           path)
     return LearnedModel(model, man, path)
+
+
+def _ranker(text: Any, man: Mapping[str, Any], feats: list, path: str) -> LearnedModel:
+    """A LightGBM booster from its text (see the module doc)."""
+    lgb = lightgbm()
+    if not isinstance(text, str):
+        raise ConfigError(KEY, "a lambdarank model file holds LightGBM's text model", path)
+    try:
+        booster = lgb.Booster(model_str=text)
+    except lgb.basic.LightGBMError as exc:
+        raise ConfigError(KEY, f"LightGBM cannot read the model: {exc}", path) from None
+    if booster.num_feature() != len(feats):
+        raise ConfigError(KEY, f"the model does not read the manifest's {len(feats)} columns",
+                          path)
+    return LearnedModel(booster, man, path)
 
 
 @register("learned")
@@ -163,8 +262,11 @@ def learned(table: Table, cfg: MemlabConfig) -> Scored:
     if not path:
         raise ConfigError(KEY, "fusion.scorer 'learned' needs a model file (memlab fit --model "
                           "hgb --out FILE)", path)
-    p = load_model(path).predict(table)
-    relevant, floor = relevance_mask(table, cfg)
+    p = load_model(path).predict(table, cfg)
+    if cfg.fusion.learned_floor:
+        relevant, floor = relevance_mask(table, cfg)
+    else:
+        relevant, floor = np.ones(n, dtype=bool), {}
     return Scored(score=p, eligible=np.ones(n, dtype=bool), relevant=relevant,
                   components={**floor, "learned_term": p}, additive=("learned_term",),
                   scorer="learned")

@@ -82,6 +82,28 @@ def test_fit_writes_a_config_bench_reads_and_a_model_the_scorer_reads(cli, tmp_p
     assert res.exit_code == 0, res.output
 
 
+def test_fit_lambdarank_writes_a_ranker_the_scorer_reads(cli, tmp_path):
+    pytest.importorskip("lightgbm")
+    from memlab.recall.learned import load_model
+
+    folder = _dataset(tmp_path)
+    res = cli("fit", "--dataset", folder, "--cache-dir", tmp_path / "cache", "-q", *HASHING,
+              "--model", "lambdarank", "--out", tmp_path / "r.skops", "--folds", "3",
+              "--no-importance", "--json", tmp_path / "cv.json")
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "cv.json").read_text(encoding="utf-8"))
+    assert set(report["folds"]["scores"]) == {"defaults", "linear", "hgb", "lambdarank"}
+    assert len(report["folds"]["scores"]["lambdarank"]) == 3
+    m = load_model(tmp_path / "r.skops")
+    assert m.kind == "lambdarank" and m.manifest["config"]["embedding.backend"] == "hashing"
+    assert m.manifest["dataset"]["name"] == "fit-cli" and "retention" in m.features
+    res = cli("bench", "--dataset", folder, "--no-track", "-q", "--out-dir", tmp_path / "r2",
+              "--cache-dir", tmp_path / "cache", *HASHING, "--set", "fusion.scorer=learned",
+              "--set", f"fusion.learned_model={tmp_path / 'r.skops'}",
+              "--set", "fusion.learned_floor=false")
+    assert res.exit_code == 0, res.output
+
+
 def test_fit_refuses_a_preset_that_is_not_reverie(cli, tmp_path):
     folder = _dataset(tmp_path)
     res = CliRunner().invoke(app, ["fit", "--dataset", str(folder), "--preset", "cosine", "-q",

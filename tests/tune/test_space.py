@@ -44,6 +44,7 @@ REVERIE_LEFT_OUT = {
     "forgetting.layer_scale_long_term": "multiplies the same rate as the half-life",
     "forgetting.layer_scale_short_term": "multiplies the same rate as the half-life",
     "fusion.learned_model": "the learned scorer's model file, not a reverie weight",
+    "fusion.learned_floor": "the learned scorer's gate, not a reverie weight",
 }
 
 
