@@ -1447,6 +1447,62 @@ class CardConfig(_Section):
         return v
 
 
+#: The question types of the ``q_type`` column (memlab.recall.qtype): a type's bit is 1 << its
+#: place here. "when" and "first" are the intent column's (TemporalConfig's cues), not types here.
+QUESTION_TYPES: tuple[str, ...] = ("who", "what", "where", "how_many", "yes_no", "why_how",
+                                   "multi")
+QUERY_DATA = Path(__file__).parent / "data" / "query"
+
+
+def _type_rules(v: tuple[str, ...]) -> tuple[str, ...]:
+    for i, (name, _) in enumerate(parse_patterns(v)):
+        if name not in QUESTION_TYPES:
+            raise ValueError(f"entry {i}: type {name!r} is not one of {', '.join(QUESTION_TYPES)}")
+    return v
+
+
+class QueryConfig(_Section):
+    """Query understanding (issue 21): what the question itself says, as raw-signal columns a
+    learned ranker reads (memlab.recall.timeexpr, qtype, speaker). No scorer of the spec reads
+    them; they change the feature table, so every field is candidates stage."""
+
+    time_expressions: bool = _f(
+        True, "Resolve the question's time expressions (4月27日, 上周六, 两周前, April 27th, last "
+        "Saturday, in May 2023; memlab.recall.timeexpr) against the time it is asked into a "
+        "window: columns q_window_days and window_dist_days (NaN without a window).",
+        stage="candidates")
+    utc_offset_hours: float = _f(
+        0.0, "The calendar time expressions are read in, in hours east of UTC (a day runs from "
+        "local midnight to midnight: 昨天 asked at 01:00 +08:00 is the day before in Beijing, "
+        "not in UTC). memlab's choice: UTC, as dataset times without a zone are read.",
+        ge=-14.0, le=14.0, stage="candidates")
+    question_types: bool = _f(
+        True, "Classify the question by type_rules_en / type_rules_zh into the q_type column "
+        "(bit flags of QUESTION_TYPES: who 1, what 2, where 4, how_many 8, yes_no 16, why_how 32, "
+        "multi 64).", stage="candidates")
+    type_rules_en: tuple[str, ...] = _f(
+        read_lexicon(QUERY_DATA / "qtype_en.txt"), "English question-type rules, 'type: regex', "
+        "matched case-insensitively (memlab/data/query/qtype_en.txt). memlab's choice.",
+        stage="candidates")
+    type_rules_zh: tuple[str, ...] = _f(
+        read_lexicon(QUERY_DATA / "qtype_zh.txt"), "Chinese question-type rules, 'type: regex' "
+        "(memlab/data/query/qtype_zh.txt). memlab's choice.", stage="candidates")
+    speakers: bool = _f(
+        True, "Whether the question names the speaker of each candidate (the stored speaker of "
+        "a turn): column speaker_named, 1 it names this memory's speaker, -1 it names another "
+        "candidate's speaker and not this one, 0 neither or no speaker stored.",
+        stage="candidates")
+    speaker_prefix_min: int = _f(
+        3, "A capitalised word of the question this long or longer that begins a Latin speaker "
+        "name names that speaker ('Mel' for Melanie); 0: whole name words only. memlab's choice.",
+        ge=0, le=20, stage="candidates")
+
+    @field_validator("type_rules_en", "type_rules_zh", mode="after")
+    @classmethod
+    def _valid_rules(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _type_rules(v)
+
+
 class BaselinesConfig(_Section):
     rrf_k: float = _f(60.0, "Reciprocal rank fusion constant: 1/(k + rank).", gt=0.0, le=1e6)
     ga_relevance: float = _f(1.0, "Generative Agents weight of relevance (min-max normalised).",
@@ -1544,6 +1600,7 @@ class MemlabConfig(_Section):
     facts: FactsConfig = FactsConfig()
     entity: EntityConfig = EntityConfig()
     temporal: TemporalConfig = TemporalConfig()
+    query: QueryConfig = QueryConfig()
     selection: SelectionConfig = SelectionConfig()
     dialog_tree: DialogTreeConfig = DialogTreeConfig()
     writer: WriterConfig = WriterConfig()

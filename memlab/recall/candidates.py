@@ -10,6 +10,11 @@ Every route sees active memories only, with one exception: a question with histo
 ``facts.historical_sees_superseded`` is on — the dense route ranks them by cosine together with
 its active rows, as if the vector search had included them (:func:`_with_history`). The lexical
 and entity indexes hold active memories only, so an old revision is found by its vector.
+
+What the question itself says (issue 21, the ``query`` section) becomes columns too: the window
+its time expressions name and each candidate's distance to it (:mod:`memlab.recall.timeexpr`),
+its type (:mod:`memlab.recall.qtype`) and whether it names a candidate's speaker
+(:mod:`memlab.recall.speaker`). They filter nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ import numpy as np
 from memlab.config import MemlabConfig, RecallConfig
 from memlab.recall.background import Background, language_codes
 from memlab.recall.features import LAYER_CODES, Features, TermSets, empty_table, make_columns
+from memlab.recall.qtype import type_code
+from memlab.recall.speaker import speaker_column
+from memlab.recall.timeexpr import Window, distance_days, resolve
 from memlab.text import extract_entities, memory_terms, temporal_intent, time_window_days
 
 SECONDS_PER_DAY = 86_400.0
@@ -71,6 +79,8 @@ class _Routes:
     terms: frozenset[str]
     intent: int
     since: float | None
+    window: Window | None = None   # the question's time expressions (query.time_expressions)
+    qtype: int = 0                 # its type bits (query.question_types)
 
 
 def _first_found(parts: Sequence[np.ndarray]) -> tuple[np.ndarray, Callable[[np.ndarray],
@@ -137,7 +147,13 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
                 entity[loc(e_rows)] = e_counts
         else:
             entity = np.asarray(repo.entity_matches(entities, rows), np.int64)
-    return _Routes(rows, dense_rank, lex_rank, bm25, entity, frozenset(qterms), intent, since)
+    qc = cfg.query
+    asked = resolve(query, now, utc_offset_hours=qc.utc_offset_hours) if qc.time_expressions \
+        else None
+    qtype = type_code(query, en=qc.type_rules_en, zh=qc.type_rules_zh) if qc.question_types \
+        else 0
+    return _Routes(rows, dense_rank, lex_rank, bm25, entity, frozenset(qterms), intent, since,
+                   asked, qtype)
 
 
 def _with_history(d_rows: np.ndarray, d_cos: np.ndarray, qv: np.ndarray, *, repo,
@@ -228,7 +244,9 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
                                 cfg.recall)
     parts: dict[str, list[np.ndarray]] = {c: [] for c in (
         "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
-        "intent", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std")}
+        "intent", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std", "q_window_days",
+        "window_dist_days", "q_type", "speaker_named")}
+    speakers = cols["speakers"] if cfg.query.speakers else None
     for qi, f in enumerate(found):
         idx = loc(f.rows)
         keep = slice(None)
@@ -251,6 +269,13 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         parts["lexical_rank"].append(f.lex_rank[keep])
         parts["entity"].append(f.entity[keep])
         parts["intent"].append(np.full(len(idx), f.intent))
+        parts["q_window_days"].append(np.full(len(idx), f.window.days if f.window else 0.0))
+        parts["window_dist_days"].append(distance_days(ev[idx], f.window))
+        parts["q_type"].append(np.full(len(idx), f.qtype))
+        parts["speaker_named"].append(
+            speaker_column(queries[qi], [speakers[j] for j in idx.tolist()],
+                           prefix_min=cfg.query.speaker_prefix_min) if speakers is not None
+            else np.zeros(len(idx), np.int8))
         stats = bg.of(qi, idx) if bg is not None else (np.full(len(idx), np.nan),) * 4
         for name, values in zip(("q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std"), stats):
             parts[name].append(values)
@@ -270,7 +295,9 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         cognitive=cols["cognitive"][i], pinned=cols["pinned"][i],
         entity_matches=cat["entity"], intent=cat["intent"], text_len=cols["text_len"][i],
         q_bg_mean=cat["q_bg_mean"], q_bg_std=cat["q_bg_std"], m_bg_mean=cat["m_bg_mean"],
-        m_bg_std=cat["m_bg_std"],
+        m_bg_std=cat["m_bg_std"], q_window_days=cat["q_window_days"],
+        window_dist_days=cat["window_dist_days"], q_type=cat["q_type"],
+        speaker_named=cat["speaker_named"],
     )
     used = np.unique(i).tolist()
     texts, ids = cols["texts"], cols["ids"]

@@ -36,6 +36,15 @@ q_bg_std           float32   their standard deviation; NaN: unknown
 m_bg_mean          float32   mean cosine of the memory to the background sample (as questions) in
                              the query's language; NaN: unknown (no vector)
 m_bg_std           float32   their standard deviation; NaN: unknown
+-- query understanding (issue 21; query.*: memlab.recall.timeexpr, qtype, speaker) --------------
+q_window_days      float32   length in days of the window the question's time expressions name
+                             (4月27日: 1, 上周: 7, in May 2023: 31); 0: it names none
+window_dist_days   float32   days from the memory's event_time to that window, 0 inside; NaN
+                             when the question names no window
+q_type             int16     the question's types as bit flags (who 1, what 2, where 4, how_many
+                             8, yes_no 16, why_how 32, multi 64); when/first: the intent column
+speaker_named      int8      1 the question names this memory's speaker, -1 another candidate's
+                             and not this one, 0 neither (or no speaker stored)
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
@@ -59,6 +68,9 @@ COLUMNS: dict[str, str] = {
     "pinned": "bool", "entity_matches": "int16", "intent": "int8", "tree_distance": "float32",
     "text_len": "int32", "q_bg_mean": "float32", "q_bg_std": "float32",
     "m_bg_mean": "float32", "m_bg_std": "float32",
+    # query understanding (issue 21)
+    "q_window_days": "float32", "window_dist_days": "float32", "q_type": "int16",
+    "speaker_named": "int8",
 }
 
 
@@ -71,7 +83,10 @@ _NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank
             "event_time": 0.0, "emotion_max": 0.0, "layer": 1, "cognitive": 1,
             "pinned": False, "entity_matches": 0, "intent": 0, "tree_distance": np.nan,
             "text_len": 0, "q_bg_mean": np.nan, "q_bg_std": np.nan, "m_bg_mean": np.nan,
-            "m_bg_std": np.nan}
+            "m_bg_std": np.nan,
+            # query understanding (issue 21)
+            "q_window_days": 0.0, "window_dist_days": np.nan, "q_type": 0,
+            "speaker_named": 0}
 
 
 def empty_table() -> pd.DataFrame:
@@ -99,8 +114,9 @@ def make_table(**cols) -> pd.DataFrame:
     """A feature table from column arrays; missing columns get neutral values, dtypes enforced.
 
     Neutral values: cosine NaN, ranks 0, counts 0 (mention_count 1), times 0, layer long_term (1),
-    cognitive semantic (1), intent 0, tree_distance NaN, background statistics NaN. ``qid``
-    defaults to 0.
+    cognitive semantic (1), intent 0, tree_distance NaN, background statistics NaN, no time window
+    (q_window_days 0, window_dist_days NaN), q_type 0, speaker_named 0. ``qid`` defaults to
+    0.
     """
     return pd.DataFrame(make_columns(**cols)) if cols else empty_table()
 

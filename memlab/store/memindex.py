@@ -12,9 +12,11 @@ Keeping in step (schema version 2): triggers on ``memory_records`` count every i
 update of a column read here in ``memory_generation.gen`` and log the rowid in ``memory_changes``.
 :meth:`MemoryIndex.sync` compares that generation with its own and re-reads only the logged rows,
 inside one read transaction (a consistent snapshot), whoever wrote them: this process, another
-one, any code path. A row whose searchable state, owner, terms, entities, id or text changed gets a
-new position (the old one is dead); other changes (reinforcement, importance, times) are applied in
-place. When dead positions outnumber live ones the index reloads itself. It never syncs inside a
+one, any code path. A row whose searchable state, owner, terms, entities, id, text or speaker
+changed gets a new position (the old one is dead); other changes (reinforcement, importance,
+times) are applied in place. The speaker is not among the trigger's columns (a migration would
+be needed): it changes only through the whole-record update, which sets the text and the other
+columns too, so the change is logged. When dead positions outnumber live ones the index reloads itself. It never syncs inside a
 caller's write transaction, whose writes could still roll back: :meth:`Store.signals` then answers
 from SQL. Inside a read snapshot (:func:`~memlab.store.snapshot.read_snapshot`) it syncs to that
 snapshot: recall runs all its reads in one (:meth:`Store.read`), so the index and the dense route
@@ -47,7 +49,7 @@ from .snapshot import in_write_transaction, read_snapshot
 _COLUMNS = ("rowid, id, text, owner, retention_layer, cognitive_layer, importance, access_count, "
             "mention_count, timestamp, event_time, last_accessed, emotion_max, pinned, "
             "lifecycle_state = 'active' AND deprecated = 0, terms_json, n_terms, "
-            "lifecycle_state = 'superseded' AND deprecated = 0")
+            "lifecycle_state = 'superseded' AND deprecated = 0, speaker")
 _LINKS = ("SELECT l.rowid, e.name FROM memory_entity_links l JOIN memory_entities e "
           "ON e.id = l.entity_id")
 # numeric per-position columns: name -> dtype
@@ -111,6 +113,7 @@ class MemoryIndex:
         self._a: dict[str, np.ndarray] = {k: np.zeros(0, t) for k, t in _ARRAYS.items()}
         self._ids: list[str] = []
         self._texts: list[str] = []
+        self._speakers: list[str] = []
         self._eflat = np.zeros(0, np.int64)     # entity ids of every position, back to back
         self._eflat_n = 0
         self._flat = np.zeros(0, np.int64)      # term ids of every position, back to back
@@ -215,7 +218,7 @@ class MemoryIndex:
     def _same_identity(self, p: int, row: tuple, names: Sequence[str]) -> bool:
         a = self._a
         if (row[1] != self._ids[p] or row[2] != self._texts[p] or int(row[3]) != a["owner"][p]
-                or bool(row[14]) != a["searchable"][p]):
+                or bool(row[14]) != a["searchable"][p] or row[18] != self._speakers[p]):
             return False
         s, n = int(a["t_start"][p]), int(a["t_len"][p])
         terms = list(dict.fromkeys(json.loads(row[15])))
@@ -292,6 +295,7 @@ class MemoryIndex:
         a["e_len"][s] = e_lens
         self._ids.extend(cols[1])
         self._texts.extend(cols[2])
+        self._speakers.extend(cols[18])
         self._where.set(a["rowid"][s], np.arange(start, start + m))
         self._n = start + m
 
@@ -507,6 +511,7 @@ class MemoryIndex:
             "pinned": a["pinned"][pos],
             "text_len": a["text_len"][pos].astype(np.int32),
             "terms": IndexTermSets(self, pos),
+            "speakers": [self._speakers[p] for p in pl],
         }
 
 

@@ -572,16 +572,17 @@ class Repository:
 
         Arrays: rowids, importance, access_count, mention_count, timestamp, event_time and
         last_accessed (NaN when null), emotion_max (max |emotion|, raw), layer and cognitive
-        (features.LAYER_CODES / COGNITIVE_CODES), pinned, text_len; lists: texts, ids; terms: the
+        (features.LAYER_CODES / COGNITIVE_CODES), pinned, text_len; lists: texts, ids, speakers;
+        terms: the
         indexed term sets (:class:`~memlab.recall.features.ListTermSets`). One query for all
         rowids; an unknown rowid raises InvalidInput.
         """
         rows = self._by_rowid(
             "SELECT rowid, id, text, importance, access_count, mention_count, timestamp, "
             "event_time, last_accessed, emotion_max, retention_layer, cognitive_layer, pinned, "
-            "terms_json FROM memory_records", rowids)
+            "terms_json, speaker FROM memory_records", rowids)
         n = len(rows)
-        cols = list(zip(*rows)) if rows else [()] * 14
+        cols = list(zip(*rows)) if rows else [()] * 15
         nan = float("nan")
         return {
             "rowids": np.array(cols[0], np.int64),
@@ -599,6 +600,7 @@ class Repository:
             "pinned": np.array(cols[12], bool).reshape(n),
             "text_len": np.array([len(t) for t in cols[2]], np.int32),
             "terms": ListTermSets([json.loads(t) for t in cols[13]]),
+            "speakers": list(cols[14]),
         }
 
     # -- index maintenance (inside the caller's transaction) -------------------------------------

@@ -55,7 +55,8 @@ RELEVANT_MEMO = 2
 #: Rows per block when the whole table is scored (arrays that stay in the CPU caches). Speed only.
 BLOCK_ROWS = 48_000
 
-_NULLABLE = ("cosine", "tree_distance", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std")
+_NULLABLE = ("cosine", "tree_distance", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std",
+             "window_dist_days")
 
 
 def _dtype(kind: str) -> type:

@@ -35,7 +35,8 @@ def random_records(rng: random.Random, n: int, start: int = 0):
                        access_count=rng.randint(0, 3),
                        emotions={"joy": float(rng.randint(0, 90))} if rng.random() < 0.3 else {},
                        lifecycle_state="superseded" if rng.random() < 0.1 else "active",
-                       deprecated=rng.random() < 0.05, pinned=rng.random() < 0.1))
+                       deprecated=rng.random() < 0.05, pinned=rng.random() < 0.1,
+                       speaker=rng.choice(["Caroline", "刘思远", ""])))
     return out
 
 
@@ -116,8 +117,10 @@ def test_sync_follows_every_kind_of_write(store):
     repo.update_fields("m5", lifecycle_state="superseded")         # leaves the lexical index
     repo.update_fields("m6", agent_id="agent_1", user_id="user_0")   # another owner
     repo.update_fields("m7", entities=["caroline", "melanie"])
+    repo.update_fields("m10", speaker="Melanie (changed)")       # the speaker_named column's
     repo.delete(["m8", "m9"])
-    assert index.sync(conn) == 10 + 7
+    assert index.sync(conn) == 10 + 8
+    assert index.feature_columns(repo.ids_to_rows(["m10"]))["speakers"] == ["Melanie (changed)"]
     assert index.sync(conn) == 0
     rows = all_rowids(conn)
     assert_same_reads(repo, index, rows)

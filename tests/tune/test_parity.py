@@ -682,3 +682,56 @@ def test_permanent_cap_ties(tmp_path, monkeypatch):
         more = cfg.replace(**{"recall.permanent_limit": cap + 1})
         decided["cap binds"] += want != rank(rep, more)
     assert all(v > 0 for v in decided.values()), decided
+
+
+# -- the query-understanding columns (issue 21) ----------------------------------------------------
+_QUERY_COLUMNS = ("q_window_days", "window_dist_days", "q_type", "speaker_named")
+
+
+def test_query_columns_a_sweep_reads_equal_live_features(tmp_path):
+    """The query-understanding columns a replay caches (and a sweep reads, here loaded back from
+    the feature cache) equal those live recall computes from a store file written through the
+    facade, speakers included, at each question's time: dated turns of two speakers, questions
+    naming a date, a weekday, a month, a relative week and a speaker, in zh and en."""
+    t = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)          # a Wednesday
+    turns = [("Ann", "I hiked up the hill with Bob", -4), ("Bob", "I painted the lake", -11),
+             ("Ann", "we booked a flight to Lisbon", -40), ("Bob", "my sister lives in Berlin", -400),
+             ("小明", "我上周六去爬山了", -4), ("老王", "我在深圳做软件工程师", -20),
+             ("小明", "四月二十七日我搬了家", -18)]
+    items = [Item("c", str(i), "s0", s, x, t + timedelta(days=d, hours=i),
+                  {"importance": 0.5, "layer": "long_term"}) for i, (s, x, d) in enumerate(turns)]
+    asked = [("What did Ann do last Saturday?", 0), ("What did Bob paint two weeks ago?", 1),
+             ("小明上周六做了什么？", 2), ("小明4月27日搬家了吗？", 3), ("老王在哪里工作？", 4),
+             ("Where does Bob's sister live in 2023?", 5), ("What did I book in April?", 6)]
+    questions = [Question("c", f"q{j}", text, t + timedelta(hours=j), "x", ("0",))
+                 for text, j in asked]
+    card = Card(name="parity-query", version="1", language="mixed", license="CC0-1.0",
+                source="memlab tests", granularity="turn", description="query columns")
+    ds = Dataset(card, items, questions)
+    base = _base(tmp_path).replace(**{"recall.dense_pool_min": 50})   # every turn a candidate
+    replay_cached(ds, base, embedder=HashingEmbedder(), progress=False)
+    rep = replay_cached(ds, base, embedder=HashingEmbedder(), progress=False)   # from the cache
+    assert "feature_cache_load" in rep.timings
+    table = rep.features.columns
+    keys = [f"c::{q}" for q in rep.questions["query_id"]]
+    swept = {(keys[q], rep.row_item[int(r)]): tuple(float(table[c][i]) for c in _QUERY_COLUMNS)
+             for i, (q, r) in enumerate(zip(table["qid"], table["row"]))}
+    live = {}
+    store = open_store(tmp_path / "c.sqlite", config=base, embedder=HashingEmbedder())
+    try:
+        store.add_many([{**_fields(it), "speaker": it.speaker}
+                        for it in sorted(items, key=lambda it: it.timestamp)])
+        for q in questions:
+            f = store.features([q.text], k=ranked_per_question(base), now=q.asked_at.timestamp())
+            for i, r in enumerate(f.columns["row"]):
+                live[f"c::{q.query_id}", f.ids[int(r)]] = tuple(
+                    float(f.columns[c][i]) for c in _QUERY_COLUMNS)
+    finally:
+        store.close()
+    assert swept.keys() == live.keys() and len(swept) == len(items) * len(questions)
+    same = {k: np.array_equal(swept[k], live[k], equal_nan=True) for k in swept}
+    assert all(same.values()), [(k, swept[k], live[k]) for k, ok in same.items() if not ok][:3]
+    values = np.array(list(swept.values()))
+    assert (values[:, 0] > 0).any() and (values[:, 1] == 0).any() and (values[:, 1] > 0).any()
+    assert np.isnan(values[:, 1]).any() and (values[:, 2] > 0).any()
+    assert (values[:, 3] == 1).any() and (values[:, 3] == -1).any()
