@@ -329,6 +329,10 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (7, "facts over time, pins, usage feedback: fact and pin indexes, contradictions, usage "
      "totals", _V7),
     (8, "memory_web_content: untrusted web content stored apart (Reverie §12)", WEB_TABLE_SQL),
+    (9, "memory_records_session: an owner's sessions in turn order (ranking context, issue 21)", (
+        "CREATE INDEX memory_records_session ON memory_records (agent_id, user_id, session_id, "
+        "timestamp) WHERE session_id != ''",
+    )),
 )
 
 LATEST = MIGRATIONS[-1][0]
