@@ -407,7 +407,7 @@ def stage_times(st: Store, cfg: MemlabConfig, query: str, qv: np.ndarray, *, sco
     out["candidates"] = len(rows)
     out["build_features"], feats = timed(lambda: build_features(
         [query], query_vectors=qv[None, :], repo=src, dense=st.dense, scope=scope, now=NOW,
-        k=K, cfg=cfg, background=background))
+        k=K, cfg=cfg, background=background, sessions=st.repo))
     table = feats.columns
     out["score"], scored = timed(lambda: score_table(table, cfg))
 
