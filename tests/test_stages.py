@@ -84,8 +84,7 @@ def _table(replay_like, cfg: MemlabConfig) -> pd.DataFrame:
     store, qv, bg = replay_like
     feats = build_features(QUESTIONS, query_vectors=qv, repo=store._store.signals(),
                            dense=store._store.dense, scope=Scope("agent_0", "user_0"), now=NOW,
-                           k=ranked_per_question(cfg), cfg=cfg, background=bg,
-                           sessions=store._store.repo)
+                           k=ranked_per_question(cfg), cfg=cfg, background=bg)
     table = feats.table.copy()
     table["terms"] = [sorted(feats.terms[int(r)]) for r in table["row"]]
     table["text"] = [feats.texts[int(r)] for r in table["row"]]

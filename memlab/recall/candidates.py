@@ -190,8 +190,7 @@ class _BackgroundSignals:
 
 def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, repo,
                    dense: DenseIndex | None, scope: Scope, now: float, k: int,
-                   cfg: MemlabConfig, background: Background | None = None,
-                   sessions=None) -> Features:
+                   cfg: MemlabConfig, background: Background | None = None) -> Features:
     """The raw-signal table for a batch of queries asked at ``now`` by ``scope``.
 
     ``repo`` answers the candidate and signal calls: a :class:`~memlab.store.Repository` (SQL) or
@@ -202,8 +201,8 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
     all-zero row (the embedder gives that query no vector, e.g. hashing on emoji only).
     ``background``: the embedder's background sample, for the ``q_bg_*`` / ``m_bg_*`` columns (NaN
     without it; the zscore relevance floor needs them wherever a cosine is known).
-    ``sessions`` answers ``session_layout`` (a :class:`~memlab.store.Repository`; None: ``repo``)
-    for the ranking-context columns of ``recall.session_context`` (:mod:`memlab.recall.context`).
+    ``repo.session_layout`` places the candidates in their sessions for the ranking-context
+    columns of ``recall.session_context`` (:mod:`memlab.recall.context`).
     """
     pools = pool_sizes(k, cfg.recall)
     has_qv = np.zeros(len(queries), bool) if query_vectors is None else \
@@ -232,7 +231,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
                                 cfg.recall)
     layout = None
     if cfg.recall.session_context:      # where each candidate stands in its session
-        layout = (repo if sessions is None else sessions).session_layout(all_rows)
+        layout = repo.session_layout(all_rows)
     parts: dict[str, list[np.ndarray]] = {c: [] for c in (
         "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
         "intent", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std", *context.ZSCORE_COLUMNS,

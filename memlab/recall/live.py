@@ -91,8 +91,7 @@ def _read(store: Store, query: str, qv: np.ndarray | None, scope: Scope, now: fl
           notes: list[str], background: Background | None, cfg: MemlabConfig,
           tree: TreeDistances | None = None) -> RecallResult:
     feats = build_features([query], query_vectors=qv, repo=store.signals(), dense=store.dense,
-                           scope=scope, now=now, k=k, cfg=cfg, background=background,
-                           sessions=store.repo)
+                           scope=scope, now=now, k=k, cfg=cfg, background=background)
     if tree is not None:
         feats = with_tree_distance(feats, [tree])
     table = feats.columns
@@ -127,7 +126,7 @@ def features(store: Store, emb: EmbeddingAccess, queries: Sequence[str], *, k: A
     query_vectors, background = emb.queries(queries, query_vectors, background)
     return store.read(lambda: build_features(
         list(queries), query_vectors=query_vectors, repo=store.signals(), dense=store.dense,
-        scope=scope, now=now, k=k, cfg=cfg, background=background, sessions=store.repo))
+        scope=scope, now=now, k=k, cfg=cfg, background=background))
 
 
 __all__ = ["features", "recall", "skipped", "valid_k"]
