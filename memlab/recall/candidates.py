@@ -311,9 +311,9 @@ def _context(cosine: np.ndarray, bm25: np.ndarray, lex_rank: np.ndarray, idx: np
         return out
     sess, pos, length = (v[idx] for v in layout)
     f_floor = context.fusion(np.array([d_floor]), np.array([b_floor]))[0]
-    for r in (1, 2):
-        out[f"nb{r}_dense"] = context.neighbour_max(dz, d_floor, sess, pos, length, r)
-        out[f"nb{r}_bm25"] = context.neighbour_max(bz, b_floor, sess, pos, length, r)
+    near = context.neighbour_maxes([(dz, d_floor), (bz, b_floor)], sess, pos, length, 2)
+    for r, (d, b) in enumerate(near, start=1):
+        out[f"nb{r}_dense"], out[f"nb{r}_bm25"] = d, b
     out["sess_best"], out["sess_mean"] = context.session_stats(fz, f_floor, sess, length)
     out["sess_pos"], out["sess_first"], out["sess_last"] = context.positions(pos, length, sess)
     return out

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["route_z", "fusion", "neighbour_max", "session_stats", "positions", "ZSCORE_COLUMNS",
+__all__ = ["route_z", "fusion", "neighbour_max", "neighbour_maxes", "session_stats", "positions", "ZSCORE_COLUMNS",
            "SESSION_COLUMNS"]
 
 ZSCORE_COLUMNS = ("dense_z", "bm25_z", "fused_z")
@@ -79,31 +79,42 @@ def neighbour_max(score: np.ndarray, floor: float, session: np.ndarray, position
                   length: np.ndarray, radius: int) -> np.ndarray:
     """Per row: the best ``score`` among the turns of its session at distance 1..``radius``
     (a turn that is not a row: ``floor``); NaN without a neighbour or a session."""
-    score = np.asarray(score, np.float64)
+    return neighbour_maxes([(score, floor)], session, position, length, radius)[radius - 1][0]
+
+
+def neighbour_maxes(scores: list[tuple[np.ndarray, float]], session: np.ndarray,
+                    position: np.ndarray, length: np.ndarray, radius: int
+                    ) -> list[list[np.ndarray]]:
+    """:func:`neighbour_max` of every (score, floor) of ``scores`` at every radius 1..``radius``
+    (``[r - 1][i]``), the neighbours looked up once for all of them."""
     session, position = np.asarray(session, np.int64), np.asarray(position, np.int64)
     length = np.asarray(length, np.int64)
-    out = np.full(len(score), np.nan)
+    n = len(session)
     has = session >= 0
+    out = [[np.full(n, np.nan) for _ in scores] for _ in range(radius)]
     if not has.any():
         return out
     width = int(length[has].max()) + 2 * radius + 1
-    keys = _key(session[has], position[has], width)
+    at_has = np.flatnonzero(has)
+    s, p, m = session[has], position[has], length[has]
+    keys = _key(s, p, width)
     order = np.argsort(keys, kind="stable")
-    sorted_keys, sorted_score = keys[order], score[has][order]
-    best = np.full(int(has.sum()), -np.inf)
-    found = np.zeros(int(has.sum()), bool)
-    s, p, n = session[has], position[has], length[has]
+    sorted_keys = keys[order]
+    values = [np.asarray(v, np.float64)[has][order] for v, _ in scores]
+    best = [np.full(len(s), -np.inf) for _ in scores]
+    found = np.zeros(len(s), bool)
     for d in range(1, radius + 1):
         for at in (p - d, p + d):
-            inside = (at >= 0) & (at < n)
+            inside = (at >= 0) & (at < m)
             want = _key(s, np.where(inside, at, 0), width)
             i = np.minimum(np.searchsorted(sorted_keys, want), len(sorted_keys) - 1)
             hit = inside & (sorted_keys[i] == want)
-            value = np.where(hit, sorted_score[i], floor)
-            best = np.where(inside, np.fmax(best, value), best)
+            for b, v, (_, floor) in zip(best, values, scores):
+                np.fmax(b, np.where(hit, v[i], np.where(inside, floor, -np.inf)), out=b)
             found |= inside
-    best[np.isinf(best)] = np.nan          # only unknown values (a NaN floor) around it
-    out[np.flatnonzero(has)[found]] = best[found]
+        for r_out, b in zip(out[d - 1], best):
+            got = np.where(np.isinf(b), np.nan, b)    # only unknown values (a NaN floor) near
+            r_out[at_has[found]] = got[found]
     return out
 
 
