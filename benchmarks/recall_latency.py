@@ -287,6 +287,7 @@ class Corpus:
     span_days: float
     permanent: int
     batch: int
+    session_turns: int = 0
     seed: int = 11
     _items: list[dict[str, Any]] = field(default_factory=list)
     _vecs: list[np.ndarray] = field(default_factory=list)
@@ -301,6 +302,8 @@ class Corpus:
                 item = {"text": synthetic_text(rng, zh_fraction=self.zh_fraction),
                         "timestamp": NOW - rng.random() * self.span_days * DAY,
                         "importance": round(rng.uniform(0.1, 0.95), 3), "layer": layer}
+                if self.session_turns:   # consecutive items, one session (the ranking context)
+                    item["session_id"] = f"s{(b * self.batch + j) // self.session_turns}"
                 if rng.random() < 0.2:
                     item["emotions"] = {rng.choice(("joy", "sadness", "anger")):
                                         rng.randint(10, 90)}
@@ -443,6 +446,8 @@ class Options:
     keep_dir: bool
     embed_threads: int | None
     blas_threads: int | None
+    session_turns: int = 20
+    context: bool = True
 
 
 def machine() -> dict[str, Any]:
@@ -472,12 +477,13 @@ def machine() -> dict[str, Any]:
 
 def run(opt: Options, tmp: str) -> dict[str, Any]:
     """Every measurement; the stores live in the folder ``tmp``."""
-    cfg = MemlabConfig()
+    cfg = MemlabConfig().replace(**{"recall.zscore_signals": opt.context,
+                                    "recall.session_context": opt.context})
     if opt.embed_threads is not None:
         cfg = cfg.replace(**{"embedding.threads": opt.embed_threads})
     vm = VectorModel()
     corpus = Corpus(vectors=vm, zh_fraction=opt.zh_fraction, span_days=opt.span_days,
-                    permanent=opt.permanent, batch=opt.batch)
+                    permanent=opt.permanent, batch=opt.batch, session_turns=opt.session_turns)
     qrng = random.Random(23)
     queries = [synthetic_query(qrng, zh_fraction=opt.zh_fraction) for _ in range(opt.queries)]
     # several queries may share a text: the lookup embedder keys by text, so make them distinct
@@ -838,6 +844,12 @@ def parse(argv: Sequence[str] | None = None) -> Options:
     p.add_argument("--blas-threads", type=int, default=None,
                    help="OpenBLAS/OpenMP threads for numpy (set before numpy loads; default: "
                         "the library's own)")
+    p.add_argument("--session-turns", type=int, default=20,
+                   help="consecutive memories share a session_id, this many each (20, about "
+                        "LoCoMo's turns per session; 0: no sessions)")
+    p.add_argument("--no-context", action="store_true",
+                   help="recall.zscore_signals and recall.session_context off (the ranking "
+                        "context's cost: run with and without)")
     a = p.parse_args(argv)
     if a.quick:
         a.sizes, a.queries, a.real_docs = "1000,10000", 50, min(a.real_docs, 200)
@@ -855,7 +867,8 @@ def parse(argv: Sequence[str] | None = None) -> Options:
                    zh_fraction=a.zh_fraction, span_days=a.span_days,
                    permanent=a.permanent, windows_days=windows,
                    keep_dir=a.keep_dir, embed_threads=a.embed_threads,
-                   blas_threads=a.blas_threads)
+                   blas_threads=a.blas_threads, session_turns=a.session_turns,
+                   context=not a.no_context)
 
 
 SYNTHETIC_NOTE = ("Synthetic: memory texts (seeded bilingual sentences from word lists, real "

@@ -269,6 +269,19 @@ class RecallConfig(_Section):
     bm25_k1: float = _f(1.2, "BM25 k1 (term-frequency saturation).", stage="candidates",
                         ge=0.0, le=10.0)
     bm25_b: float = _f(0.75, "BM25 b (length normalisation).", stage="candidates", ge=0.0, le=1.0)
+    zscore_signals: bool = _f(
+        True, "Ranking context (issue 21): the columns dense_z, bm25_z and fused_z, each route's "
+        "score z-scored over the query's candidates (a row the route did not score at the "
+        "route's lowest z), fused as their mean (memlab.recall.context). Off: NaN.",
+        stage="candidates")
+    session_context: bool = _f(
+        True, "Ranking context (issue 21): the columns nb1_*/nb2_* (the best dense_z / bm25_z of "
+        "a turn's neighbours at distance 1 / 1-2 in its session), sess_best/sess_mean (fused_z "
+        "over the session's turns) and sess_pos/sess_first/sess_last (the turn's place), from "
+        "the memories' session_id and timestamps (the MemoryIndex's session postings, or one SQL "
+        "query; measured with zscore_signals: +14 ms p50 recall at 10k memories on a loaded 2-core "
+        "machine). The scores are the z-scores of zscore_signals, computed for it either way. "
+        "Off: NaN.", stage="candidates")
 
 
 class FusionConfig(_Section):

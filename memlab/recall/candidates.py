@@ -27,6 +27,7 @@ import numpy as np
 
 from memlab.config import MemlabConfig, RecallConfig
 from memlab.recall.background import Background, language_codes
+from memlab.recall import context
 from memlab.recall.features import LAYER_CODES, Features, TermSets, empty_table, make_columns
 from memlab.recall.qtype import type_code
 from memlab.recall.speaker import speaker_column
@@ -216,6 +217,8 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
     all-zero row (the embedder gives that query no vector, e.g. hashing on emoji only).
     ``background``: the embedder's background sample, for the ``q_bg_*`` / ``m_bg_*`` columns (NaN
     without it; the zscore relevance floor needs them wherever a cosine is known).
+    ``repo.session_layout`` places the candidates in their sessions for the ranking-context
+    columns of ``recall.session_context`` (:mod:`memlab.recall.context`).
     """
     pools = pool_sizes(k, cfg.recall)
     has_qv = np.zeros(len(queries), bool) if query_vectors is None else \
@@ -242,10 +245,14 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
     if background is not None and query_vectors is not None and dense is not None:
         bg = _BackgroundSignals(background, queries, query_vectors, cols["texts"], vec_pos, vecs,
                                 cfg.recall)
+    layout = None
+    if cfg.recall.session_context:      # where each candidate stands in its session
+        layout = repo.session_layout(all_rows)
     parts: dict[str, list[np.ndarray]] = {c: [] for c in (
         "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
         "intent", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std", "q_window_days",
-        "window_dist_days", "q_type", "speaker_named")}
+        "window_dist_days", "q_type", "speaker_named", *context.ZSCORE_COLUMNS,
+        *context.SESSION_COLUMNS)}
     speakers = cols["speakers"] if cfg.query.speakers else None
     for qi, f in enumerate(found):
         idx = loc(f.rows)
@@ -279,6 +286,9 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         stats = bg.of(qi, idx) if bg is not None else (np.full(len(idx), np.nan),) * 4
         for name, values in zip(("q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std"), stats):
             parts[name].append(values)
+        for name, values in _context(cosine, f.bm25[keep], f.lex_rank[keep], idx, layout,
+                                     cfg.recall).items():
+            parts[name].append(values)
     if not parts["idx"]:
         return Features(table=empty_table(), query_texts=tuple(queries))
     cat = {c: np.concatenate(v) for c, v in parts.items()}
@@ -298,6 +308,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         m_bg_std=cat["m_bg_std"], q_window_days=cat["q_window_days"],
         window_dist_days=cat["window_dist_days"], q_type=cat["q_type"],
         speaker_named=cat["speaker_named"],
+        **{c: cat[c] for c in (*context.ZSCORE_COLUMNS, *context.SESSION_COLUMNS)},
     )
     used = np.unique(i).tolist()
     texts, ids = cols["texts"], cols["ids"]
@@ -306,6 +317,33 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
                     texts={union[j]: texts[j] for j in used},
                     ids={union[j]: ids[j] for j in used},
                     query_texts=tuple(queries))
+
+
+def _context(cosine: np.ndarray, bm25: np.ndarray, lex_rank: np.ndarray, idx: np.ndarray,
+             layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None, rc: RecallConfig
+             ) -> dict[str, np.ndarray]:
+    """The ranking-context columns of one query's candidates (:mod:`memlab.recall.context`):
+    NaN where their gate is off. ``layout``: (session, position, length) of the batch's union,
+    ``idx`` the candidates' places in it."""
+    n = len(idx)
+    out = {c: np.full(n, np.nan) for c in (*context.ZSCORE_COLUMNS, *context.SESSION_COLUMNS)}
+    if not (rc.zscore_signals or rc.session_context):
+        return out
+    dz, d_floor = context.route_z(cosine, ~np.isnan(cosine))
+    bz, b_floor = context.route_z(bm25, lex_rank > 0)
+    fz = context.fusion(dz, bz)
+    if rc.zscore_signals:
+        out.update(dense_z=dz, bm25_z=bz, fused_z=fz)
+    if layout is None:
+        return out
+    sess, pos, length = (v[idx] for v in layout)
+    f_floor = context.fusion(np.array([d_floor]), np.array([b_floor]))[0]
+    near = context.neighbour_maxes([(dz, d_floor), (bz, b_floor)], sess, pos, length, 2)
+    for r, (d, b) in enumerate(near, start=1):
+        out[f"nb{r}_dense"], out[f"nb{r}_bm25"] = d, b
+    out["sess_best"], out["sess_mean"] = context.session_stats(fz, f_floor, sess, length)
+    out["sess_pos"], out["sess_first"], out["sess_last"] = context.positions(pos, length, sess)
+    return out
 
 
 class _TermsByRow(Mapping):

@@ -45,6 +45,19 @@ q_type             int16     the question's types as bit flags (who 1, what 2, w
                              8, yes_no 16, why_how 32, multi 64); when/first: the intent column
 speaker_named      int8      1 the question names this memory's speaker, -1 another candidate's
                              and not this one, 0 neither (or no speaker stored)
+-- ranking context (issue 21, :mod:`memlab.recall.context`; NaN when its gate is off) --------------
+dense_z            float32   cosine z-scored over the query's candidates (no cosine: the lowest z)
+bm25_z             float32   BM25 z-scored over the lexical route's rows (others: the lowest z)
+fused_z            float32   mean of dense_z and bm25_z (recall.zscore_signals)
+nb1_dense          float32   best dense_z of the turns next to it in its session (+-1)
+nb1_bm25           float32   best bm25_z of the turns next to it (+-1)
+nb2_dense          float32   best dense_z of the turns within 2 of it (+-1, +-2)
+nb2_bm25           float32   best bm25_z of the turns within 2 of it
+sess_best          float32   best fused_z over its session's turns (non-candidates at the floor)
+sess_mean          float32   mean fused_z over its session's turns
+sess_pos           float32   position / (turns - 1) in its session (0 first, 1 last)
+sess_first         float32   1 for the session's first turn, else 0
+sess_last          float32   1 for the session's last turn, else 0 (recall.session_context)
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
@@ -71,7 +84,17 @@ COLUMNS: dict[str, str] = {
     # query understanding (issue 21)
     "q_window_days": "float32", "window_dist_days": "float32", "q_type": "int16",
     "speaker_named": "int8",
+    # ranking context (issue 21): per-query z-scores, session neighbours, session, position
+    "dense_z": "float32", "bm25_z": "float32", "fused_z": "float32", "nb1_dense": "float32",
+    "nb1_bm25": "float32", "nb2_dense": "float32", "nb2_bm25": "float32",
+    "sess_best": "float32", "sess_mean": "float32", "sess_pos": "float32",
+    "sess_first": "float32", "sess_last": "float32",
 }
+
+#: The ranking-context columns (issue 21): NaN where unknown or gated off.
+CONTEXT_COLUMNS: tuple[str, ...] = ("dense_z", "bm25_z", "fused_z", "nb1_dense", "nb1_bm25",
+                                    "nb2_dense", "nb2_bm25", "sess_best", "sess_mean",
+                                    "sess_pos", "sess_first", "sess_last")
 
 
 #: A feature table: a DataFrame, or a mapping of column name -> array (recall's own, faster path).
@@ -86,7 +109,9 @@ _NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank
             "m_bg_std": np.nan,
             # query understanding (issue 21)
             "q_window_days": 0.0, "window_dist_days": np.nan, "q_type": 0,
-            "speaker_named": 0}
+            "speaker_named": 0,
+            # ranking context (issue 21): unknown
+            **{c: np.nan for c in CONTEXT_COLUMNS}}
 
 
 def empty_table() -> pd.DataFrame:

@@ -49,7 +49,7 @@ from .snapshot import in_write_transaction, read_snapshot
 _COLUMNS = ("rowid, id, text, owner, retention_layer, cognitive_layer, importance, access_count, "
             "mention_count, timestamp, event_time, last_accessed, emotion_max, pinned, "
             "lifecycle_state = 'active' AND deprecated = 0, terms_json, n_terms, "
-            "lifecycle_state = 'superseded' AND deprecated = 0, speaker")
+            "lifecycle_state = 'superseded' AND deprecated = 0, speaker, session_id")
 _LINKS = ("SELECT l.rowid, e.name FROM memory_entity_links l JOIN memory_entities e "
           "ON e.id = l.entity_id")
 # numeric per-position columns: name -> dtype
@@ -59,7 +59,7 @@ _ARRAYS = {"rowid": np.int64, "owner": np.int64, "searchable": bool, "live": boo
            "access_count": np.int64, "mention_count": np.int64, "timestamp": np.float64,
            "event_time": np.float64, "last_accessed": np.float64, "emotion_max": np.float64,
            "pinned": bool, "text_len": np.int64, "dl": np.int64, "t_start": np.int64,
-           "t_len": np.int64, "e_start": np.int64, "e_len": np.int64}
+           "t_len": np.int64, "e_start": np.int64, "e_len": np.int64, "session": np.int64}
 _SHIFT = 32  # posting key: owner << 32 | term or entity id
 
 
@@ -124,6 +124,8 @@ class MemoryIndex:
         self._where = RowMap()                  # rowid -> its live position
         self._post: dict[int, _Postings] = {}
         self._epost: dict[int, _Postings] = {}
+        self._sessions: dict[tuple[int, str], int] = {}   # (owner, session_id) -> session code
+        self._spost: dict[int, _Postings] = {}            # session code -> its positions
         self._owners: dict[tuple[str, str], int] = {}
         self._n_docs: dict[int, int] = {}
         self._total: dict[int, int] = {}
@@ -218,7 +220,8 @@ class MemoryIndex:
     def _same_identity(self, p: int, row: tuple, names: Sequence[str]) -> bool:
         a = self._a
         if (row[1] != self._ids[p] or row[2] != self._texts[p] or int(row[3]) != a["owner"][p]
-                or bool(row[14]) != a["searchable"][p] or row[18] != self._speakers[p]):
+                or bool(row[14]) != a["searchable"][p] or row[18] != self._speakers[p]
+                or self._session_code(int(row[3]), row[19], create=False) != a["session"][p]):
             return False
         s, n = int(a["t_start"][p]), int(a["t_len"][p])
         terms = list(dict.fromkeys(json.loads(row[15])))
@@ -232,6 +235,8 @@ class MemoryIndex:
     def _kill(self, p: int) -> None:
         a = self._a
         a["live"][p] = False
+        if a["session"][p] >= 0:
+            self._spost[int(a["session"][p])].dirty = True
         self._dead += 1
         self._where.clear(int(a["rowid"][p]), p)
         o = int(a["owner"][p])
@@ -262,6 +267,17 @@ class MemoryIndex:
             self._words.append(term)
         return i
 
+    def _session_code(self, owner: int, session_id: str, *, create: bool = True) -> int:
+        """The code of an owner's session (-1: no session; -2: not seen, when not ``create``)."""
+        if not session_id:
+            return -1
+        code = self._sessions.get((owner, session_id))
+        if code is None:
+            if not create:
+                return -2
+            code = self._sessions[(owner, session_id)] = len(self._sessions)
+        return code
+
     def _eid(self, name: str) -> int:
         i = self._entity_ids.get(name)
         if i is None:
@@ -289,6 +305,7 @@ class MemoryIndex:
         for name, values in _scalar_columns(cols).items():
             a[name][s] = values
         a["text_len"][s] = [len(t) for t in cols[2]]
+        a["session"][s] = [self._session_code(int(o), sid) for o, sid in zip(cols[3], cols[19])]
         a["t_start"][s] = self._flat_n - lens.sum() + np.cumsum(lens) - lens
         a["t_len"][s] = lens
         a["e_start"][s] = self._eflat_n - e_lens.sum() + np.cumsum(e_lens) - e_lens
@@ -299,8 +316,14 @@ class MemoryIndex:
         self._where.set(a["rowid"][s], np.arange(start, start + m))
         self._n = start + m
 
-        # statistics and postings of the searchable ones
         pos = np.arange(start, start + m, dtype=np.int64)
+        for code, p in zip(a["session"][s].tolist(), pos.tolist()):   # sessions: every position
+            if code >= 0:
+                got = self._spost.get(code)
+                if got is None:
+                    got = self._spost[code] = _Postings()
+                got.tail.append(p)
+        # statistics and postings of the searchable ones
         owner = a["owner"][s]
         srch = a["searchable"][s]
         for o, t in zip(owner[srch].tolist(), a["dl"][s][srch].tolist()):
@@ -475,6 +498,38 @@ class MemoryIndex:
         a = self._a
         return _csr_overlap(self._eflat, a["e_start"][pos], a["e_len"][pos],
                             np.asarray(want, np.int64)).astype(np.int16)
+
+    def session_layout(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """As :meth:`Repository.session_layout`: (session: its first turn's rowid, -1 outside
+        any; 0-based position by (timestamp, rowid) among the session's searchable memories;
+        the session's length), from the index's session postings (no SQL)."""
+        pos = self._positions(rowids)
+        a = self._a
+        n = len(pos)
+        sess, place, length = np.full(n, -1, np.int64), np.zeros(n, np.int64), \
+            np.zeros(n, np.int64)
+        code = np.where(a["searchable"][pos], a["session"][pos], -1)
+        wanted = np.unique(code[code >= 0])
+        if not len(wanted):
+            return sess, place, length
+        live = a["live"]
+        members = np.concatenate([self._spost[int(c)].get(live) for c in wanted.tolist()])
+        members = members[a["searchable"][members]]
+        m_code = a["session"][members]
+        order = np.lexsort((a["rowid"][members], a["timestamp"][members], m_code))
+        members, m_code = members[order], m_code[order]
+        starts = np.flatnonzero(np.r_[True, m_code[1:] != m_code[:-1]])
+        counts = np.diff(np.r_[starts, len(members)])
+        group = np.repeat(np.arange(len(starts)), counts)
+        rank = np.arange(len(members)) - starts[group]
+        at = np.full(self._n, -1, np.int64)
+        at[members] = np.arange(len(members))
+        hit = code >= 0
+        j = at[pos[hit]]
+        g = group[j]
+        sess[hit] = a["rowid"][members[starts[g]]]
+        place[hit], length[hit] = rank[j], counts[g]
+        return sess, place, length
 
     def _positions(self, rowids: Sequence[int]) -> np.ndarray:
         """Live positions of ``rowids``. Recall asks only for rowids its routes found in the same

@@ -206,7 +206,7 @@ _V1: tuple[str, ...] = (
 MEMORY_INDEX_COLUMNS: tuple[str, ...] = (
     "id", "text", "owner", "agent_id", "user_id", "retention_layer", "cognitive_layer", "timestamp",
     "event_time", "importance", "emotion_max", "last_accessed", "access_count", "mention_count",
-    "lifecycle_state", "deprecated", "pinned", "terms_json", "n_terms")
+    "lifecycle_state", "deprecated", "pinned", "terms_json", "n_terms", "session_id")
 
 
 def _change_trigger(event: str) -> str:
@@ -329,6 +329,13 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (7, "facts over time, pins, usage feedback: fact and pin indexes, contradictions, usage "
      "totals", _V7),
     (8, "memory_web_content: untrusted web content stored apart (Reverie §12)", WEB_TABLE_SQL),
+    (9, "memory_records_session: an owner's sessions in turn order (ranking context, issue 21)", (
+        "CREATE INDEX memory_records_session ON memory_records (agent_id, user_id, session_id, "
+        "timestamp) WHERE session_id != ''",
+        # the MemoryIndex reads session_id now: an update of it is logged
+        "DROP TRIGGER memory_records_log_update",
+        _change_trigger("UPDATE"),
+    )),
 )
 
 LATEST = MIGRATIONS[-1][0]

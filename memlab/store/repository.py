@@ -62,6 +62,20 @@ def _check_found(ids: Sequence[str], owner_of: dict[str, tuple[str, str]], agent
                                f"user_id={user_id!r}", i)
 
 
+#: Where memories stand in their sessions (Repository.session_layout; ?1: their rowids as JSON).
+SESSION_LAYOUT_SQL = (
+    "WITH c AS (SELECT DISTINCT agent_id, user_id, session_id FROM memory_records "
+    "WHERE rowid IN (SELECT value FROM json_each(?1)) AND session_id != ''), "
+    "m AS (SELECT r.rowid AS row, first_value(r.rowid) OVER w AS sess, "
+    "row_number() OVER w - 1 AS pos, count(*) OVER (PARTITION BY r.agent_id, r.user_id, "
+    "r.session_id) AS n FROM c JOIN memory_records r ON r.agent_id = c.agent_id "
+    "AND r.user_id = c.user_id AND r.session_id = c.session_id "
+    "WHERE r.session_id != '' AND r.lifecycle_state = 'active' AND r.deprecated = 0 "
+    "WINDOW w AS (PARTITION BY r.agent_id, r.user_id, r.session_id "
+    "ORDER BY r.timestamp, r.rowid)) "
+    "SELECT row, sess, pos, n FROM m WHERE row IN (SELECT value FROM json_each(?1))")
+
+
 class Repository:
     """Memories in SQLite: add, read, lexical/entity/permanent candidates, features, lifecycle.
 
@@ -529,6 +543,20 @@ class Repository:
             "GROUP BY l.rowid ORDER BY n DESC, l.rowid LIMIT ?",
             (json.dumps(names, ensure_ascii=False), agent_id, user_id, int(limit))).fetchall()
         return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int32))
+
+    def session_layout(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where these memories stand in their sessions, in input order: (session: the rowid of
+        the session's first turn, -1 outside any session; position: 0-based, by (timestamp,
+        rowid) among the session's searchable memories; length: the session's searchable
+        memories). A session is one owner's memories with one non-empty ``session_id``; a memory
+        that is not searchable (superseded, deprecated) stands outside (-1, 0, 0). One query
+        (index ``memory_records_session``, schema version 9)."""
+        rowids = [int(r) for r in rowids]
+        arg = ids_json(rowids)
+        found = {r: (s, p, n) for r, s, p, n in self.conn.execute(SESSION_LAYOUT_SQL,
+                                                                   (arg,))}
+        out = np.array([found.get(r, (-1, 0, 0)) for r in rowids], np.int64).reshape(-1, 3)
+        return out[:, 0].copy(), out[:, 1].copy(), out[:, 2].copy()
 
     def entity_rows(self, entities: Sequence[str], *, agent_id: str, user_id: str,
                     limit: int) -> np.ndarray:

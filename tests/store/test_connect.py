@@ -184,3 +184,29 @@ def test_migration_3_admits_embedding_status_none_and_keeps_every_row(tmp_path):
     conn, repo = open_store(path)
     assert repo.get(["a"])[0].embedding_status == "none"
     conn.close()
+
+
+def test_migration_9_indexes_the_sessions_of_a_version_8_store(tmp_path):
+    """A version-8 store with sessions migrates to 9: memory_records_session is made (turn order
+    within an owner's session, for the ranking context of issue 21), every row kept, and the
+    store answers session_layout from it."""
+    from memlab.store.migrations import MIGRATIONS
+
+    path = tmp_path / "v8.sqlite"
+    conn = connect(path, busy_timeout_ms=1000)
+    migrate(conn, migrations=MIGRATIONS[:8])
+    repo = Repository.__new__(Repository)
+    repo.conn, repo.config = conn, MemlabConfig()
+    rows = add(repo, [rec("b", session_id="s", timestamp=2.0), rec("a", session_id="s",
+                                                                  timestamp=1.0)])
+    index = "SELECT name FROM sqlite_master WHERE name = 'memory_records_session'"
+    assert conn.execute(index).fetchall() == []
+    before = [t for t in dump(conn)[1:] if t[0] == "memory_records"]
+    assert migrate(conn) == LATEST >= 9
+    assert conn.execute(index).fetchall() == [("memory_records_session",)]
+    assert [t for t in dump(conn)[1:] if t[0] == "memory_records"] == before
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    sess, pos, length = repo.session_layout(rows)
+    assert sess.tolist() == [rows[1], rows[1]] and pos.tolist() == [1, 0]
+    assert length.tolist() == [2, 2]
+    conn.close()

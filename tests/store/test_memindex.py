@@ -36,7 +36,8 @@ def random_records(rng: random.Random, n: int, start: int = 0):
                        emotions={"joy": float(rng.randint(0, 90))} if rng.random() < 0.3 else {},
                        lifecycle_state="superseded" if rng.random() < 0.1 else "active",
                        deprecated=rng.random() < 0.05, pinned=rng.random() < 0.1,
-                       speaker=rng.choice(["Caroline", "刘思远", ""])))
+                       speaker=rng.choice(["Caroline", "刘思远", ""]),
+                       session_id=rng.choice(["", "s1", "s2", "s3", "s4"])))
     return out
 
 
@@ -72,6 +73,11 @@ def assert_same_reads(repo, index: MemoryIndex, rowids):
                 assert (e1.tolist(), n1.tolist()) == (e2.tolist(), n2.tolist())
             assert index.entity_matches(ents, rowids).tolist() == \
                 repo.entity_matches(ents, rowids).tolist()
+    # the ranking context's session layout (issue 21), on every row and on a shuffled half
+    for rows in (rowids, random.Random(3).sample(list(rowids), len(rowids) // 2)):
+        got, want = index.session_layout(rows), repo.session_layout(rows)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.tolist() == w.tolist()
     f1, f2 = repo.feature_columns(rowids), index.feature_columns(rowids)
     assert f1.keys() == f2.keys()
     for key in f1:
@@ -119,9 +125,13 @@ def test_sync_follows_every_kind_of_write(store):
     repo.update_fields("m7", entities=["caroline", "melanie"])
     repo.update_fields("m10", speaker="Melanie (changed)")       # the speaker_named column's
     repo.delete(["m8", "m9"])
-    assert index.sync(conn) == 10 + 8
+    repo.update_fields("m10", session_id="s9")                     # another session
+    repo.update_fields("m11", timestamp=1.6e9)                      # first of its session now
+    assert index.sync(conn) == 10 + 9
     assert index.feature_columns(repo.ids_to_rows(["m10"]))["speakers"] == ["Melanie (changed)"]
     assert index.sync(conn) == 0
+    conn.execute("UPDATE memory_records SET session_id = 's8' WHERE id = 'm12'")   # SQL alone
+    assert index.sync(conn) == 1
     rows = all_rowids(conn)
     assert_same_reads(repo, index, rows)
     fresh = MemoryIndex.load(conn)

@@ -351,3 +351,35 @@ def test_lexical_maxscore_path_equals_full_scan(store):
             assert fast[0].tolist() == full[0].tolist()
             assert fast[1].tolist() == full[1].tolist()
             np.testing.assert_allclose(fast[2], full[2], rtol=1e-12)
+
+
+def test_session_layout_orders_turns_by_time_then_rowid(store):
+    """Ranking context (issue 21): a memory's session (its first turn's rowid), its 0-based place
+    by (timestamp, rowid) among the session's searchable memories and the session's length; one
+    owner's session apart from another's of the same name; superseded and deprecated memories and
+    memories without a session outside (-1, 0, 0)."""
+    conn, repo = store
+    rows = add(repo, [
+        rec("a2", "second turn", session_id="s1", timestamp=20.0),
+        rec("a1", "first turn", session_id="s1", timestamp=10.0),
+        rec("a3", "third turn, same time as the second", session_id="s1", timestamp=20.0),
+        rec("old", "an old revision", session_id="s1", timestamp=15.0,
+            lifecycle_state="superseded"),
+        rec("gone", "deprecated", session_id="s1", timestamp=16.0, deprecated=True),
+        rec("other", "another owner's s1", session_id="s1", timestamp=5.0, user_id="u2"),
+        rec("none", "no session", timestamp=1.0),
+        rec("b1", "lone turn", session_id="s2", timestamp=30.0)])
+    a2, a1, a3, old, gone, other, none, b1 = rows
+    sess, pos, length = repo.session_layout([a3, none, a1, a2, old, other, b1, gone])
+    assert sess.tolist() == [a1, -1, a1, a1, -1, other, b1, -1]
+    assert pos.tolist() == [2, 0, 0, 1, 0, 0, 0, 0]
+    assert length.tolist() == [3, 0, 3, 3, 0, 1, 1, 0]
+
+
+def test_session_layout_uses_the_session_index(store):
+    from memlab.store.repository import SESSION_LAYOUT_SQL
+
+    conn, _ = store
+    plan = " ".join(str(r) for r in conn.execute("EXPLAIN QUERY PLAN " + SESSION_LAYOUT_SQL,
+                                                 ("[1, 2]",)).fetchall())
+    assert "INDEX memory_records_session (agent_id=? AND user_id=? AND session_id=?)" in plan

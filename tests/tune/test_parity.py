@@ -190,7 +190,8 @@ def _fields(it: Item) -> dict:
     """An item as a user writes it (text as replay renders it: "{speaker}: {text}")."""
     meta = it.meta or {}
     out = {"text": f"{it.speaker}: {it.text}", "id": it.item_id, "timestamp": it.timestamp,
-           "importance": meta["importance"], "layer": meta["layer"]}
+           "importance": meta["importance"], "layer": meta["layer"],
+           "session_id": it.session_id}
     if "emotion" in meta:   # replay stores meta.emotion * fusion.emotion_scale (default 100)
         out["emotions"] = {"intensity": meta["emotion"] * 100.0}
     return out
@@ -224,6 +225,66 @@ def test_sweep_rankings_equal_live_recall(world):
                 store.close()
     assert compared == N_CONFIGS * len(ds.questions)
     assert nonempty > compared // 2 and differs_from_default > compared // 10
+
+
+def test_context_columns_equal_live_features(world):
+    """The ranking-context columns (issue 21: z-scores, session neighbours, session, position)
+    of the sweep's replay equal those of live ``features()`` on the stores written through the
+    facade, question by question and memory by memory; the sessions bind (several turns each)."""
+    from memlab.recall.features import CONTEXT_COLUMNS
+
+    ds, files, base = world["ds"], _store_files(world), world["base"]
+    rep = _replay(world, base)
+    table = rep.features.table
+    compared = with_neighbours = 0
+    qid = 0
+    for conv in ds.conversations():
+        store = open_store(files[conv], config=base, embedder=HashingEmbedder())
+        try:
+            for q in sorted(ds.questions_of(conv), key=lambda q: q.asked_at):
+                live = store.features([q.text], k=ranked_per_question(base),
+                                      now=q.asked_at.timestamp())
+                lt = live.table.assign(item=[live.ids[int(r)] for r in live.table["row"]])
+                st = table[table["qid"] == qid]
+                st = st.assign(item=[rep.row_item[int(r)] for r in st["row"]])
+                lt, st = lt.set_index("item").sort_index(), st.set_index("item").sort_index()
+                assert list(lt.index) == list(st.index), (conv, q.query_id)
+                pd.testing.assert_frame_equal(lt[list(CONTEXT_COLUMNS)],
+                                              st[list(CONTEXT_COLUMNS)])
+                compared += len(lt)
+                with_neighbours += int(lt["nb2_dense"].notna().sum())
+                qid += 1
+        finally:
+            store.close()
+    assert qid == len(ds.questions) and with_neighbours > compared // 2
+
+
+def test_learned_rankings_over_context_columns_equal_live_recall(world, tmp_path):
+    """A learned model that reads the ranking-context columns ranks the sweep's replay as live
+    ``recall()`` ranks the stores (fusion.scorer 'learned'): the columns agree where they count."""
+    from memlab.recall.features import CONTEXT_COLUMNS
+    from memlab.recall.learned import save_model
+    from memlab.tune.fit import fit_hgb
+
+    ds, files, base = world["ds"], _store_files(world), world["base"]
+    rep = _replay(world, base)
+    model, feats, _ = fit_hgb(rep, base, min_samples_leaf=2, early_stopping=False, max_iter=30)
+    assert set(CONTEXT_COLUMNS) <= set(feats)
+    path = save_model(model, tmp_path / "ctx.skops", features=feats)
+    cfg = base.replace(**{"fusion.scorer": "learned", "fusion.learned_model": str(path)})
+    swept = rankings(rep, cfg)
+    compared = 0
+    for conv in ds.conversations():
+        store = open_store(files[conv], config=cfg, embedder=HashingEmbedder())
+        try:
+            for q in ds.questions_of(conv):
+                got = store.recall(q.text, k=ranked_per_question(cfg),
+                                   clock=FixedClock(q.asked_at.timestamp()))
+                assert swept[f"{conv}::{q.query_id}"] == [f"{conv}::{m.id}" for m in got.memories]
+                compared += bool(got.memories)
+        finally:
+            store.close()
+    assert compared > len(ds.questions) // 2
 
 
 @pytest.mark.parametrize("scorers,extra", [
