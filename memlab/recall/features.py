@@ -34,8 +34,9 @@ q_bg_mean          float32   mean cosine of the query to the background sample (
                              the memory's language (:mod:`memlab.recall.background`); NaN: unknown
 q_bg_std           float32   their standard deviation; NaN: unknown
 m_bg_mean          float32   mean cosine of the memory to the background sample (as questions) in
-                             the query's language; NaN: unknown (no vector)
-m_bg_std           float32   their standard deviation; NaN: unknown
+                             the query's language, calibrated against real questions
+                             (recall.background_calibration: + location * std); NaN: unknown
+m_bg_std           float32   their standard deviation (calibrated: * scale); NaN: unknown
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
