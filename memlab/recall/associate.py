@@ -8,7 +8,9 @@ associated when recall finds it *relevant* to the message — recall's own relev
 (``recall.floor_mode``: the background-calibrated z-score, or the absolute cosine floor, or lexical
 overlap >= ``recall.lexical_floor``) over the candidates recall gathers for the message, counted up to
 ``importance.association_k`` (the spec's k = 3). No second threshold to tune: what recall would call
-related is what counts as an association.
+related is what counts as an association. Under ``recall.floor_mode`` 'learned' the floor is
+zscore's: the learned decision is whether a *question* has an answer (:mod:`memlab.recall.abstain`),
+and a message is not one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ def association_counts(table: Table, *, n_queries: int, cfg: MemlabConfig) -> np
     relevance floor, capped at ``importance.association_k``."""
     if n_rows(table) == 0:
         return np.zeros(n_queries, dtype=np.int64)
+    if cfg.recall.floor_mode == "learned":   # a per-question decision; a message is not one
+        cfg = cfg.replace(**{"recall.floor_mode": "zscore"})
     relevant, _ = relevance_mask(table, cfg)
     qid = column(table, "qid", np.int64)
     counts = np.bincount(qid[relevant], minlength=n_queries)[:n_queries]

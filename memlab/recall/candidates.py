@@ -26,8 +26,9 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from memlab.config import MemlabConfig, RecallConfig
-from memlab.recall.background import Background, language_codes
 from memlab.recall import context
+from memlab.recall.background import (Background, calibrate_memory_side,
+                                      language_codes, pair_calibration)
 from memlab.recall.features import LAYER_CODES, Features, TermSets, empty_table, make_columns
 from memlab.recall.qtype import type_code
 from memlab.recall.speaker import speaker_column
@@ -193,7 +194,10 @@ class _BackgroundSignals:
             std = np.full(len(vec_pos), np.nan)
             if have.any():
                 mu, sd = bg.memory_stats(vecs[vec_pos[have]], lang)
-                mean[have], std[have] = mu, sd
+                # against real questions of this language (recall.background_calibration)
+                loc, scale = pair_calibration(bg, lang, self.mlang[have],
+                                              rc.background_calibration)
+                mean[have], std[have] = calibrate_memory_side(mu, sd, loc, scale)
             self.m[lang] = (mean, std)
 
     def of(self, qi: int, idx: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -16,8 +16,8 @@ import numpy as np
 
 from memlab.config import MemlabConfig
 from memlab.errors import EmbeddingUnavailable
-from memlab.recall.background import (REPLACED, Background, background_for, load_texts,
-                                      missing_cache_rows)
+from memlab.recall.background import (REPLACED, Background, background_for, load_questions,
+                                      load_texts, missing_cache_rows)
 from memlab.store import Store
 from memlab.store.cache import FreshVectors
 
@@ -149,7 +149,9 @@ class EmbeddingAccess:
             except EmbeddingUnavailable:
                 self.bg_cached = True   # not retried at every add; recall notes it
                 return []
-        return missing_cache_rows(self.bg, load_texts(self.config.recall), self.store.embeddings)
+        rc = self.config.recall
+        questions = None if rc.background_calibration == "none" else load_questions(rc)
+        return missing_cache_rows(self.bg, load_texts(rc), self.store.embeddings, questions)
 
     def _load_background(self) -> None:
         """:func:`background_for` through the store's cache, packaged vectors probed by the

@@ -34,8 +34,9 @@ q_bg_mean          float32   mean cosine of the query to the background sample (
                              the memory's language (:mod:`memlab.recall.background`); NaN: unknown
 q_bg_std           float32   their standard deviation; NaN: unknown
 m_bg_mean          float32   mean cosine of the memory to the background sample (as questions) in
-                             the query's language; NaN: unknown (no vector)
-m_bg_std           float32   their standard deviation; NaN: unknown
+                             the query's language, calibrated against real questions
+                             (recall.background_calibration: + location * std); NaN: unknown
+m_bg_std           float32   their standard deviation (calibrated: * scale); NaN: unknown
 -- query understanding (issue 21; query.*: memlab.recall.timeexpr, qtype, speaker) --------------
 q_window_days      float32   length in days of the window the question's time expressions name
                              (4月27日: 1, 上周: 7, in May 2023: 31); 0: it names none

@@ -166,9 +166,31 @@ def _floor_zscore(table: Table, cosine: np.ndarray, cfg: MemlabConfig
     return z >= cfg.recall.relevance_z, {"floor_z": z}
 
 
+def _floor_learned(table: Table, cosine: np.ndarray, cfg: MemlabConfig
+                   ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The zscore floor's rows plus each query's best row by floor z; ``answered`` per row: its
+    query's P(answerable) >= ``recall.abstain_threshold`` (:mod:`memlab.recall.abstain`)."""
+    from memlab.recall.abstain import answer_mask, load_abstain_model
+
+    if cfg.recall.abstain_model is None:
+        raise ConfigError("recall.abstain_model", "floor_mode 'learned' needs a model file "
+                          "(memlab.tune.abstainfit)", None)
+    model = load_abstain_model(cfg.recall.abstain_model)
+    ok, extra = _floor_zscore(table, cosine, cfg)
+    z = np.where(np.isnan(extra["floor_z"]), -np.inf, extra["floor_z"])
+    qid = _col(table, "qid", np.int64)
+    best = np.zeros(len(z), bool)
+    if len(z):
+        order = np.lexsort((-z, qid))               # per query, best z first
+        first = order[_group_starts(qid[order])]
+        best[first] = np.isfinite(z[first])
+    answered = answer_mask(table, model, cfg.recall.abstain_threshold)
+    return ok | best, {**extra, "answered": answered}
+
+
 FLOOR_MODES: dict[str, Callable[[Table, np.ndarray, MemlabConfig],
                                 tuple[np.ndarray, dict[str, np.ndarray]]]] = {
-    "absolute": _floor_absolute, "zscore": _floor_zscore}
+    "absolute": _floor_absolute, "zscore": _floor_zscore, "learned": _floor_learned}
 
 
 def relevance_mask(table: Table, cfg: MemlabConfig) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -177,13 +199,16 @@ def relevance_mask(table: Table, cfg: MemlabConfig) -> tuple[np.ndarray, dict[st
 
     ``absolute``: cosine >= ``recall.relevance_floor``; a floor of exactly 0 disables the test
     (every row relevant). ``zscore``: :func:`floor_z` >= ``recall.relevance_z`` (its value is
-    returned as the component ``floor_z``). A NaN cosine fails the cosine test.
+    returned as the component ``floor_z``). A NaN cosine fails the cosine test. ``learned``:
+    zscore's test or the query's best row, and only in the queries the abstention model answers
+    (component ``answered``).
     """
     cosine = _col(table, "cosine")
     if cfg.recall.floor_mode == "absolute" and cfg.recall.relevance_floor == 0:
         return np.ones(len(cosine), dtype=bool), {}
     cos_ok, extra = FLOOR_MODES[cfg.recall.floor_mode](table, cosine, cfg)
-    return cos_ok | (_col(table, "lexical") >= cfg.recall.lexical_floor), extra
+    relevant = cos_ok | (_col(table, "lexical") >= cfg.recall.lexical_floor)
+    return (relevant & extra["answered"] if "answered" in extra else relevant), extra
 
 
 def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ RECORDED = {
     "memlab.recall.score:bm25": "ab0624f75f69bf52",
     "memlab.recall.score:cosine": "9a8004418bc6ff42",
     "memlab.recall.score:dialog_tree": "192ab5cd88409388",
-    "memlab.recall.score:relevance_mask": "ad885dd394a2d5f4",
+    "memlab.recall.score:relevance_mask": "080ea895dc2460f5",
     "memlab.recall.score:reverie": "f0e83d5fd01cf67d",
     "memlab.recall.score:reverie_gate": "f7e80e26deee62ba",
     "memlab.recall.score:reverie_memory": "e62f1432e421d269",

@@ -33,6 +33,8 @@ _RECALL_SCORE = ("recall.floor_mode", "recall.relevance_z", "recall.relevance_fl
 CANDIDATE_KEYS = ("recall.lexical_pool_min", "recall.lexical_pool_per_k", "recall.dense_pool_min",
                   "recall.dense_pool_per_k", "entity.enabled", "temporal.enabled",
                   "temporal.time_windows")
+#: choices that need a file besides the config (a model): never drawn at random
+_NEEDS_A_FILE = {"recall.floor_mode": ("learned",)}
 _RANGE = re.compile(r"^([\[(])\s*(-?[\d.e+]+)\s*,\s*(-?[\d.e+]+)\s*([\])])$")
 
 
@@ -49,7 +51,8 @@ def field_ranges() -> dict[str, dict[str, Any]]:
             info.update(lo=float(m.group(2)), hi=float(m.group(3)), lo_open=m.group(1) == "(",
                         hi_open=m.group(4) == ")")
         elif row["type"].startswith("Literal") and "|" in rng:
-            info["choices"] = rng.split("|")
+            info["choices"] = [c for c in rng.split("|")
+                               if c not in _NEEDS_A_FILE.get(row["key"], ())]
         out[row["key"]] = info
     return out
 

@@ -102,6 +102,51 @@ def test_statistics_worked_by_hand():
     assert bg.memory_stats(np.zeros((0, 2)), B.BOTH)[0].shape == (0,)
 
 
+def test_calibration_against_real_questions_worked_by_hand():
+    """zh statements as memories d1 (1,0), d2 (0,1); zh statements as questions s1 (1,0),
+    s2 (0.6,0.8): d1's cosines 1, 0.6 (mean 0.8, std 0.2), d2's 0, 0.8 (0.4, 0.4). zh questions
+    q1 (0.8,0.6), q2 (0,1): z_memory (q1,d1) 0, (q2,d1) -4, (q1,d2) 0.5, (q2,d2) 1.5; median
+    0.25, absolute deviations 0.25, 4.25, 0.25, 1.25: MAD 0.75, scale 1.4826 * 0.75."""
+    eye = np.array([[1, 0], [0, 1]], np.float32)
+    bg = B.Background.from_vectors("tiny", {"zh": eye, "en": eye},
+                                   {"zh": np.array([[1, 0], [0.6, 0.8]], np.float32),
+                                    "en": eye})
+    bg = bg.with_questions({"zh": np.array([[0.8, 0.6], [0, 1]], np.float32), "en": eye})
+    np.testing.assert_allclose(bg.calibration[B.ZH, B.ZH], [0.25, 1.4826 * 0.75], rtol=1e-6)
+    assert bg.calibration.shape == (3, 3, 2)
+    # folded into the memory side: (cos - mean') / std' = ((cos - 0.8) / 0.2 - 0.25) / scale
+    mean, std = B.calibrate_memory_side(np.array([0.8]), np.array([0.2]),
+                                        *bg.calibration[B.ZH, B.ZH])
+    np.testing.assert_allclose((1.0 - mean) / std, (1.0 - 0.25) / (1.4826 * 0.75), rtol=1e-6)
+    np.testing.assert_allclose(mean, [0.8 + 0.25 * 0.2], rtol=1e-6)
+    # which pairs: same_language calibrates zh-zh only; all every pair; none no pair
+    mlang = np.array([B.ZH, B.EN, B.BOTH])
+    loc, scale = B.pair_calibration(bg, B.ZH, mlang, "same_language")
+    np.testing.assert_allclose(loc, [0.25, 0.0, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(scale, [1.4826 * 0.75, 1.0, 1.0], rtol=1e-6)
+    loc, scale = B.pair_calibration(bg, B.ZH, mlang, "all")
+    np.testing.assert_allclose(loc, bg.calibration[B.ZH, :, 0])
+    loc, scale = B.pair_calibration(bg, B.ZH, mlang, "none")
+    assert loc.tolist() == [0, 0, 0] and scale.tolist() == [1, 1, 1]
+
+
+def test_the_question_sample_is_memlabs_unless_the_folder_holds_one(tmp_path):
+    own = B.load_questions(MemlabConfig().recall)
+    assert len(own["zh"]) >= 100 and len(own["en"]) >= 100
+    assert all(CJK.search(q) and q.endswith("？") for q in own["zh"])
+    assert all(not CJK.search(q) and q.endswith("?") for q in own["en"])
+    rc = MemlabConfig().replace(**{"recall.background_dir": str(tmp_path)}).recall
+    assert B.load_questions(rc) == own                      # statements only: memlab's questions
+    (tmp_path / "background_questions_zh.txt").write_text("# c\n今天下雨吗？\n你去上班吗？\n", "utf-8")
+    (tmp_path / "background_questions_en.txt").write_text("Is it raining?\nAre you at work?\n",
+                                                          "utf-8")
+    assert B.load_questions(rc) == {"zh": ["今天下雨吗？", "你去上班吗？"],
+                                    "en": ["Is it raining?", "Are you at work?"]}
+    (tmp_path / "background_questions_en.txt").write_text("Only one?\n", "utf-8")
+    with pytest.raises(ConfigError, match="background_questions_en.txt needs at least 2"):
+        B.load_questions(rc)
+
+
 def test_the_sample_is_embedded_once_per_embedder_version_and_sample(monkeypatch):
     monkeypatch.setattr(B, "_MEMO", {})
     calls = []
@@ -113,15 +158,18 @@ def test_the_sample_is_embedded_once_per_embedder_version_and_sample(monkeypatch
     rc = MemlabConfig().replace(**{"recall.background_max": 5}).recall
     first = B.background_for(rc, version="v1", embed=embed)
     assert B.background_for(rc, version="v1", embed=embed) is first
-    assert calls == [(5, False), (5, False), (5, True), (5, True)]       # zh, en docs; zh, en queries
+    # zh, en docs; zh, en statements as queries; zh, en questions (the calibration's sample)
+    assert calls == [(5, False), (5, False), (5, True), (5, True), (5, True), (5, True)]
     B.background_for(rc, version="v2", embed=embed)                       # another embedder
     B.background_for(MemlabConfig().recall, version="v1", embed=embed)   # another sample
-    assert len(calls) == 12
+    assert len(calls) == 18
 
 
 def test_feature_columns_hold_the_statistics_of_each_side():
     """A zh query and a zh / an en memory: q_bg_* against the sample in the memory's language,
-    m_bg_* against the sample (as questions) in the query's language."""
+    m_bg_* against the sample (as questions) in the query's language, calibrated against real
+    questions for a pair of one language (recall.background_calibration 'same_language'):
+    mean + location * std, std * scale; a pair of two languages uncalibrated."""
     clock = FixedClock(1_750_000_000)
     with memlab.open_store(":memory:", config=HASHING, clock=clock) as st:
         st.add("我最喜欢的游戏是星露谷物语", importance=0.9)
@@ -139,10 +187,15 @@ def test_feature_columns_hold_the_statistics_of_each_side():
                 qcos = bg.docs[{"zh": B.ZH, "en": B.EN}[mlang]] @ qvec
                 mvec = st.embedder.embed_documents([text])[0]
                 mcos = bg.queries[{"zh": B.ZH, "en": B.EN}[qlang]] @ mvec
+                code = {"zh": B.ZH, "en": B.EN}
+                loc, scale = bg.calibration[code[qlang], code[mlang]] if qlang == mlang \
+                    else (0.0, 1.0)
+                assert qlang != mlang or (loc, scale) != (0.0, 1.0)
                 assert row["q_bg_mean"] == pytest.approx(qcos.mean(), abs=1e-6)
                 assert row["q_bg_std"] == pytest.approx(qcos.std(), abs=1e-6)
-                assert row["m_bg_mean"] == pytest.approx(mcos.mean(), abs=1e-6)
-                assert row["m_bg_std"] == pytest.approx(mcos.std(), abs=1e-6)
+                assert row["m_bg_mean"] == pytest.approx(mcos.mean() + loc * mcos.std(),
+                                                         abs=1e-6)
+                assert row["m_bg_std"] == pytest.approx(mcos.std() * scale, abs=1e-6)
         assert len(t) >= 3
 
 
@@ -178,6 +231,7 @@ def test_a_recall_never_writes_the_sample_the_next_add_does(tmp_path, monkeypatc
     monkeypatch.setattr(B, "_MEMO", {})
     clock = FixedClock(1_750_000_000)
     n = 2 * sum(len(v) for v in B.load_texts(HASHING.recall).values())   # as memories, as questions
+    n += sum(len(v) for v in B.load_questions(HASHING.recall).values())  # the question sample
     with memlab.open_store(tmp_path / "m.sqlite", config=HASHING, clock=clock) as st:
         st.add_many([{"text": "我最喜欢的游戏是星露谷物语", "importance": 0.9}],
                     vectors=st.embedder.embed_documents(["我最喜欢的游戏是星露谷物语"]))
@@ -349,7 +403,8 @@ def test_packaged_vectors_beyond_the_tolerance_are_replaced_by_this_machines(tmp
             assert not bg.packaged and bg.replaced
             assert bg.probe_diff == pytest.approx(0.02, abs=1e-6)
             assert st.stats[B.REPLACED] == 1
-            assert st._store.embeddings.count() == 1 + 2 * 10          # the sample cached
+            nq = sum(map(len, B.load_questions(cfg.recall).values()))   # memlab's questions
+            assert st._store.embeddings.count() == 1 + 2 * 10 + nq     # the samples cached
             np.testing.assert_array_equal(bg.docs[B.ZH], emb.embed_documents(SMALL["zh"]))
             np.testing.assert_array_equal(bg.queries[B.EN], emb.embed_queries(SMALL["en"]))
             query = "我最喜欢什么游戏"

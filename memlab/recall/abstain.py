@@ -1,0 +1,195 @@
+"""A per-query "nothing relevant" decision learned from answerable and unanswerable questions.
+
+The zscore floor (:mod:`memlab.recall.score`) judges each memory alone: with ~450 memories some
+unrelated one often stands out by chance, and a question about a near topic of the user's own (a
+mother's job when the mother is in the memories) is never refused. ``recall.floor_mode`` 'learned'
+replaces the fixed ``recall.relevance_z`` with one decision per query: a classifier's
+P(answerable) from the query's candidates (:data:`QUERY_FEATURES`, :func:`query_features`) is
+compared with ``recall.abstain_threshold``. A query refused gets no memory; a query answered keeps
+the rows the zscore floor passes and, so that it is answered, its best row by floor z.
+
+Query-level features (one row per qid; a query without a row, or without a cosine, takes the
+value a query with nothing would have: z -10, overlap 0):
+
+=============  =====================================================================
+best_z         max floor z (min(z_query, z_memory), :func:`memlab.recall.score.floor_z`)
+best_zq        max z_query (the query side alone)
+best_zm        max z_memory (the memory side alone)
+z_gap          best_z minus the second best (0 with one row): does one memory stand out?
+best_lexical   max query-term overlap (lexical)
+best_bm25      max BM25
+best_entity    max entities shared (entity_matches)
+=============  =====================================================================
+
+The model is a scikit-learn classifier saved with skops beside a manifest (features, training
+data, config), as :func:`memlab.recall.learned.save_model` does; :func:`fit_abstention` fits it
+(logistic regression, classes balanced) and :mod:`memlab.tune.abstainfit` measures it k-fold.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from memlab.errors import ConfigError
+from memlab.recall.features import Table, column, n_rows
+from memlab.version import __version__
+
+__all__ = ["QUERY_FEATURES", "NOTHING", "query_features", "AbstainModel", "save_abstain_model",
+           "load_abstain_model", "answer_mask", "fit_abstention", "KEY"]
+
+KEY = "recall.abstain_model"
+FORMAT = "memlab-abstain-1"
+QUERY_FEATURES = ("best_z", "best_zq", "best_zm", "z_gap", "best_lexical", "best_bm25",
+                  "best_entity")
+#: the value of each feature for a query with no row (or no cosine): nothing stands out
+NOTHING = {"best_z": -10.0, "best_zq": -10.0, "best_zm": -10.0, "z_gap": 0.0,
+           "best_lexical": 0.0, "best_bm25": 0.0, "best_entity": 0.0}
+
+
+def _z_sides(table: Table) -> tuple[np.ndarray, np.ndarray]:
+    cos = column(table, "cosine", np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zq = (cos - column(table, "q_bg_mean", np.float64)) / column(table, "q_bg_std", np.float64)
+        zm = (cos - column(table, "m_bg_mean", np.float64)) / column(table, "m_bg_std", np.float64)
+    return zq, zm
+
+
+def query_features(table: Table, n_queries: int | None = None) -> pd.DataFrame:
+    """:data:`QUERY_FEATURES` per qid (index 0 .. ``n_queries`` - 1; default: the largest qid
+    + 1), from the raw-signal table (float64)."""
+    qid = column(table, "qid", np.int64) if n_rows(table) else np.zeros(0, np.int64)
+    n = int(qid.max()) + 1 if n_queries is None and len(qid) else (n_queries or 0)
+    out = pd.DataFrame({f: np.full(n, NOTHING[f]) for f in QUERY_FEATURES})
+    if not len(qid):
+        return out
+    zq, zm = _z_sides(table)
+    z = np.minimum(zq, zm)
+    frame = pd.DataFrame({"qid": qid, "z": z, "zq": zq, "zm": zm,
+                          "lexical": column(table, "lexical", np.float64),
+                          "bm25": column(table, "bm25", np.float64),
+                          "entity": column(table, "entity_matches", np.float64)})
+    frame = frame.replace([np.inf, -np.inf], np.nan)
+    g = frame.groupby("qid")
+    best = g.max()                                  # NaN ignored; all NaN: NaN
+    second = g["z"].apply(lambda s: np.sort(s.dropna().to_numpy())[-2]
+                          if s.notna().sum() > 1 else np.nan)
+    got = pd.DataFrame({"best_z": best["z"], "best_zq": best["zq"], "best_zm": best["zm"],
+                        "z_gap": (best["z"] - second).fillna(0.0), "best_lexical": best["lexical"],
+                        "best_bm25": best["bm25"], "best_entity": best["entity"]})
+    got = got.fillna(NOTHING)
+    got = got[got.index < n]
+    out.loc[got.index, list(QUERY_FEATURES)] = got[list(QUERY_FEATURES)].to_numpy()
+    return out
+
+
+class AbstainModel:
+    """A loaded abstention model and its manifest."""
+
+    def __init__(self, model: Any, manifest: Mapping[str, Any], path: str = "") -> None:
+        self.model, self.manifest, self.path = model, dict(manifest), path
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return tuple(self.manifest["features"])
+
+    def p_answerable(self, feats: pd.DataFrame) -> np.ndarray:
+        """P(answerable) per row of a :func:`query_features` frame."""
+        if not len(feats):
+            return np.zeros(0)
+        return self.model.predict_proba(feats[list(self.features)].to_numpy(np.float64))[:, 1]
+
+
+def save_abstain_model(model: Any, path: str | Path, *, features: tuple[str, ...] | list[str],
+                       dataset: Mapping[str, Any] | None = None,
+                       trained: Mapping[str, Any] | None = None) -> Path:
+    """Write ``model`` and its manifest as one skops file (beside, then renamed into place)."""
+    import sklearn
+    import skops.io as sio
+
+    unknown = [f for f in features if f not in QUERY_FEATURES]
+    if unknown:
+        raise ConfigError(KEY, "features must be query features", unknown[0])
+    manifest = {"format": FORMAT, "features": list(features), "memlab": __version__,
+                "sklearn": sklearn.__version__, "dataset": dict(dataset or {}),
+                "trained": dict(trained or {})}
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(sio.dumps({"model": model, "manifest": manifest}))
+    os.replace(tmp, p)
+    return p
+
+
+def load_abstain_model(path: str | Path) -> AbstainModel:
+    """The model of ``path`` (cached by path, size and modification time); ConfigError naming
+    ``recall.abstain_model`` and the path when it is missing, corrupt or not an abstention
+    model."""
+    p = Path(path).expanduser()
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise ConfigError(KEY, f"cannot read the model file ({exc.strerror})", str(p)) from None
+    return _load(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, size: int, mtime_ns: int) -> AbstainModel:   # size, mtime: cache key only
+    import skops.io as sio
+
+    try:
+        data = Path(path).read_bytes()
+        extra = sorted(set(sio.get_untrusted_types(data=data)))
+        if extra:   # a scaler and a logistic regression in a pipeline: scikit-learn's own only
+            raise ConfigError(KEY, f"the model file holds types memlab does not load: "
+                              f"{', '.join(extra)}", path)
+        obj = sio.loads(data)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a corrupt archive fails in zipfile, json or
+        # skops with many types; each becomes the one named refusal, nothing is loaded
+        raise ConfigError(KEY, f"not a memlab abstention model (skops): {type(exc).__name__}: "
+                          f"{exc}", path) from None
+    man = obj.get("manifest") if isinstance(obj, dict) else None
+    if not isinstance(man, dict) or man.get("format") != FORMAT or "model" not in obj:
+        raise ConfigError(KEY, f"not a memlab abstention model (format {FORMAT!r})", path)
+    feats = man.get("features")
+    if not isinstance(feats, list) or any(f not in QUERY_FEATURES for f in feats):
+        raise ConfigError(KEY, f"the manifest's features are not query features ({feats!r})",
+                          path)
+    model = obj["model"]
+    if not hasattr(model, "predict_proba") or getattr(model, "n_features_in_", None) != len(feats):
+        raise ConfigError(KEY, f"the model does not read the manifest's {len(feats)} features",
+                          path)
+    return AbstainModel(model, man, path)
+
+
+def answer_mask(table: Table, model: AbstainModel, threshold: float) -> np.ndarray:
+    """Per table row: is its query answered (P(answerable) >= ``threshold``)?"""
+    if not n_rows(table):
+        return np.zeros(0, bool)
+    qid = column(table, "qid", np.int64)
+    feats = query_features(table, int(qid.max()) + 1)
+    return (model.p_answerable(feats) >= threshold)[qid]
+
+
+def fit_abstention(feats: pd.DataFrame, answerable: np.ndarray, *, C: float = 1.0,
+                   features: tuple[str, ...] = QUERY_FEATURES):
+    """A standardised logistic regression of P(answerable) over ``features`` of ``feats``
+    (classes balanced: unanswerable questions are ~10% of memlab-lifelog's)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    y = np.asarray(answerable, bool)
+    if y.all() or not y.any():
+        raise ConfigError(KEY, "training needs answerable and unanswerable questions",
+                          int(y.sum()))
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=C, class_weight="balanced",
+                                                               max_iter=1000))
+    return model.fit(feats[list(features)].to_numpy(np.float64), y.astype(int))

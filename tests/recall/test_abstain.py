@@ -1,0 +1,160 @@
+"""memlab.recall.abstain and memlab.tune.abstainfit: the per-query "nothing relevant" decision
+(issue 21, item 3): query features worked by hand, the model file, recall.floor_mode 'learned' in
+live recall (zh and en), the abstention table by hand and the k-fold by conversation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import memlab
+from memlab.clock import FixedClock
+from memlab.config import MemlabConfig
+from memlab.errors import ConfigError, InvalidInput
+from memlab.recall import abstain as A
+from memlab.tune import abstainfit as F
+
+HASHING = MemlabConfig().replace(**{"embedding.backend": "hashing"})
+
+
+def _table(rows):
+    cols = ("qid", "cosine", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std", "lexical", "bm25",
+            "entity_matches")
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
+
+
+def test_query_features_worked_by_hand():
+    """Backgrounds: query side 0.5 +- 0.1, memory side 0.4 +- 0.2. qid 0: cosine 0.8 (z_query 3,
+    z_memory 2: z 2), 0.6 (1, 1: 1) and a lexical-only row (no cosine); qid 1: no row; qid 2:
+    cosine 0.55 (0.5, 0.75: 0.5) alone."""
+    t = _table([(0, 0.8, 0.5, 0.1, 0.4, 0.2, 0.2, 1.0, 0),
+                (0, 0.6, 0.5, 0.1, 0.4, 0.2, 0.0, 0.5, 0),
+                (0, np.nan, np.nan, np.nan, np.nan, np.nan, 0.5, 3.0, 1),
+                (2, 0.55, 0.5, 0.1, 0.4, 0.2, 0.0, 0.0, 0)])
+    f = A.query_features(t)
+    assert list(f.columns) == list(A.QUERY_FEATURES) and len(f) == 3
+    assert f.loc[0].to_dict() == pytest.approx({"best_z": 2.0, "best_zq": 3.0, "best_zm": 2.0,
+                                                "z_gap": 1.0, "best_lexical": 0.5,
+                                                "best_bm25": 3.0, "best_entity": 1.0})
+    assert f.loc[1].to_dict() == A.NOTHING
+    assert f.loc[2].to_dict() == pytest.approx({"best_z": 0.5, "best_zq": 0.5, "best_zm": 0.75,
+                                                "z_gap": 0.0, "best_lexical": 0.0,
+                                                "best_bm25": 0.0, "best_entity": 0.0})
+    assert len(A.query_features(t, 5)) == 5 and A.query_features(t, 5).loc[4, "best_z"] == -10
+
+
+def _synthetic_model():
+    """P(answerable) rising with best_z: answerable exactly when best_z > 1."""
+    rng = np.random.default_rng(0)
+    feats = pd.DataFrame({f: rng.normal(size=400) for f in A.QUERY_FEATURES})
+    feats["best_z"] = rng.uniform(-2, 4, size=400)
+    return A.fit_abstention(feats, feats["best_z"].to_numpy() > 1), feats
+
+
+def test_the_model_file_round_trips_and_refuses_what_it_is_not(tmp_path):
+    model, feats = _synthetic_model()
+    path = A.save_abstain_model(model, tmp_path / "a.skops", features=A.QUERY_FEATURES,
+                                dataset={"name": "synthetic"}, trained={"questions": 400})
+    got = A.load_abstain_model(path)
+    assert got.manifest["dataset"] == {"name": "synthetic"} and got.features == A.QUERY_FEATURES
+    np.testing.assert_allclose(got.p_answerable(feats), model.predict_proba(
+        feats[list(A.QUERY_FEATURES)].to_numpy())[:, 1])
+    with pytest.raises(ConfigError, match="recall.abstain_model"):
+        A.load_abstain_model(tmp_path / "missing.skops")
+    (tmp_path / "bad.skops").write_bytes(b"not a zip")
+    with pytest.raises(ConfigError, match="not a memlab abstention model"):
+        A.load_abstain_model(tmp_path / "bad.skops")
+    with pytest.raises(ConfigError, match="query features"):
+        A.save_abstain_model(model, tmp_path / "c.skops", features=["cosine"])
+
+
+ZH_MEMORIES = ["我最喜欢的游戏是星露谷物语", "我对咖啡因过敏", "我女儿叫小雨"]
+EN_MEMORIES = ["My favourite game is Stardew Valley", "I am allergic to caffeine",
+               "My daughter is called Xiaoyu"]
+QUESTIONS = ["我最喜欢什么游戏", "我对什么过敏", "量子物理的最新进展", "明天的天气怎么样",
+             "What is my favourite game", "What am I allergic to", "Latest advances in quantum physics",
+             "What's the weather like tomorrow"]
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.0, 1.0])
+def test_learned_floor_answers_a_question_exactly_when_the_model_says_so(tmp_path, threshold):
+    """recall.floor_mode 'learned' in live recall, zh and en: a question gets a memory iff the
+    model's P(answerable) of its query features >= the threshold; answered, it gets the zscore
+    floor's rows and at least its best one; threshold 1 refuses everything, 0 answers
+    everything."""
+    model, _ = _synthetic_model()
+    path = A.save_abstain_model(model, tmp_path / "a.skops", features=A.QUERY_FEATURES)
+    cfg = HASHING.replace(**{"recall.floor_mode": "learned", "recall.abstain_model": str(path),
+                             "recall.abstain_threshold": threshold})
+    z_cfg = HASHING
+    clock = FixedClock(1_750_000_000)
+    decided = {}
+    with memlab.open_store(":memory:", config=cfg, clock=clock) as st, \
+            memlab.open_store(":memory:", config=z_cfg, clock=clock) as zst:
+        for text in ZH_MEMORIES + EN_MEMORIES:
+            st.add(text, importance=0.6)
+            zst.add(text, importance=0.6)
+        for q in QUESTIONS:
+            p = model.predict_proba(A.query_features(st.features([q], k=5, now=clock.now()).table, 1)
+                                    [list(A.QUERY_FEATURES)].to_numpy())[0, 1]
+            res = st.recall(q, k=5)
+            decided[q] = bool(len(res))
+            assert decided[q] == (p >= threshold), q
+            if decided[q]:   # the zscore floor's rows, or its best one when none passes
+                floor_rows = zst.recall(q, k=5).texts
+                assert set(floor_rows) <= set(res.texts)
+                assert len(res) >= 1 and (floor_rows or len(res) == 1)
+            else:
+                assert "relevance floor" in res.empty_reason
+    if threshold == 0.5:   # the model tells the questions apart, in both languages
+        assert decided["我最喜欢什么游戏"] and not decided["量子物理的最新进展"]
+        assert decided["What is my favourite game"] and not decided["Latest advances in quantum physics"]
+    else:
+        assert set(decided.values()) == {threshold == 0.0}
+
+
+def test_learned_floor_without_a_model_is_named():
+    cfg = HASHING.replace(**{"recall.floor_mode": "learned"})
+    with memlab.open_store(":memory:", config=cfg, clock=FixedClock(1_750_000_000)) as st:
+        st.add("我最喜欢的游戏是星露谷物语")
+        with pytest.raises(ConfigError, match="recall.abstain_model"):
+            st.recall("我最喜欢什么游戏")
+
+
+def test_abstention_table_worked_by_hand():
+    """zh: 2 unanswerable (p 0.2, 0.7), 2 answerable (0.9, 0.4); en: 1 unanswerable (0.1),
+    1 answerable (0.8). At 0.5: zh refuses 0.2 (unanswerable) and 0.4 (answerable): abstention
+    1/2, precision 1/2, answered 1/2; en refuses 0.1: 1, 1, 1."""
+    frame = pd.DataFrame({"answerable": [False, False, True, True, False, True],
+                          "language": ["zh", "zh", "zh", "zh", "en", "en"]})
+    t = F.abstention_table(frame, np.array([0.2, 0.7, 0.9, 0.4, 0.1, 0.8]), 0.5)
+    assert t.loc["zh", ["abstention", "precision", "answered"]].tolist() == [0.5, 0.5, 0.5]
+    assert t.loc["en", ["abstention", "precision", "answered"]].tolist() == [1.0, 1.0, 1.0]
+    assert t.loc["all", ["abstention", "precision", "answered"]].tolist() == \
+        pytest.approx([2 / 3, 2 / 3, 2 / 3])
+    assert t.loc["all", "n_unanswerable"] == 3
+
+
+def test_kfold_predicts_each_conversation_from_the_others():
+    """Conversation c's questions are scored by a model of the other conversations': the one
+    conversation whose labels are flipped relative to the three others is predicted wrong (a
+    model that had seen it would get some right), the others right."""
+    rng = np.random.default_rng(1)
+    n = 60
+    frame = pd.DataFrame({f: rng.normal(size=4 * n) for f in A.QUERY_FEATURES})
+    frame["conversation"] = np.repeat(["a", "b", "c", "d"], n)
+    frame["language"] = "en"
+    frame["answerable"] = frame["best_z"] > 0
+    flipped = frame["conversation"] == "c"
+    frame.loc[flipped, "answerable"] = ~frame.loc[flipped, "answerable"]
+    r = F.kfold(frame)
+    for c in "abcd":   # each conversation's p: a model of the three others' questions
+        test = (frame["conversation"] == c).to_numpy()
+        m = A.fit_abstention(frame[~test], frame["answerable"].to_numpy()[~test])
+        np.testing.assert_allclose(r.p[test], m.predict_proba(
+            frame.loc[test, list(A.QUERY_FEATURES)].to_numpy())[:, 1])
+    right = (r.p >= 0.5) == frame["answerable"].to_numpy()
+    assert right[~flipped.to_numpy()].mean() > 0.8 and right[flipped.to_numpy()].mean() < 0.2
+    with pytest.raises(InvalidInput):
+        F.kfold(frame[frame["conversation"] == "a"])
