@@ -301,13 +301,15 @@ class RecallConfig(_Section):
         "route's lowest z), fused as their mean (memlab.recall.context). Off: NaN.",
         stage="candidates")
     session_context: bool = _f(
-        True, "Ranking context (issue 21): the columns nb1_*/nb2_* (the best dense_z / bm25_z of "
+        False, "Ranking context (issue 21): the columns nb1_*/nb2_* (the best dense_z / bm25_z of "
         "a turn's neighbours at distance 1 / 1-2 in its session), sess_best/sess_mean (fused_z "
         "over the session's turns) and sess_pos/sess_first/sess_last (the turn's place), from "
         "the memories' session_id and timestamps (the MemoryIndex's session postings, or one SQL "
         "query; measured with zscore_signals: +14 ms p50 recall at 10k memories on a loaded 2-core "
         "machine). The scores are the z-scores of zscore_signals, computed for it either way. "
-        "Off: NaN.", stage="candidates")
+        "Off (the default: no preset's formula reads them; turn it on to fit a learned ranker "
+        "over them, e.g. memlab fit --set recall.session_context=true): NaN.",
+        stage="candidates")
 
 
 class FusionConfig(_Section):

@@ -123,7 +123,8 @@ QUERIES = ["年糕爱吃什么？", "What is my cat called?"]
 
 
 def _open(**overrides):
-    cfg = MemlabConfig().replace(**{"embedding.backend": "hashing", **overrides})
+    cfg = MemlabConfig().replace(**{"embedding.backend": "hashing",
+                                    "recall.session_context": True, **overrides})
     s = memlab.open_store(":memory:", config=cfg, clock=FixedClock(NOW))
     s.add_many([{"text": t, "session_id": sid, "id": f"m{i}", "timestamp": NOW - 100 + i}
                 for i, (sid, t) in enumerate(TURNS)])
