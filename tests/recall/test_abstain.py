@@ -15,7 +15,8 @@ from memlab.errors import ConfigError, InvalidInput
 from memlab.recall import abstain as A
 from memlab.tune import abstainfit as F
 
-HASHING = MemlabConfig().replace(**{"embedding.backend": "hashing"})
+HASHING = MemlabConfig().replace(**{"embedding.backend": "hashing",
+                                    "recall.background_calibration": "same_language"})
 
 
 def _table(rows):

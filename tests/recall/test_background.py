@@ -19,7 +19,9 @@ from memlab.errors import ConfigError, EmbeddingUnavailable, InvalidInput
 from memlab.recall import background as B
 
 CJK = re.compile(r"[\u3400-\u9fff]")
-HASHING = MemlabConfig().replace(**{"embedding.backend": "hashing"})   # default floor: zscore
+#: the question calibration (an option: the default is none) is what most tests here check
+CALIBRATED = MemlabConfig().replace(**{"recall.background_calibration": "same_language"})
+HASHING = CALIBRATED.replace(**{"embedding.backend": "hashing"})   # default floor: zscore
 
 
 @pytest.mark.parametrize("text, share, code", [
@@ -155,13 +157,13 @@ def test_the_sample_is_embedded_once_per_embedder_version_and_sample(monkeypatch
         calls.append((len(texts), query))
         return np.ones((len(texts), 2), np.float32) / math.sqrt(2)
 
-    rc = MemlabConfig().replace(**{"recall.background_max": 5}).recall
+    rc = CALIBRATED.replace(**{"recall.background_max": 5}).recall
     first = B.background_for(rc, version="v1", embed=embed)
     assert B.background_for(rc, version="v1", embed=embed) is first
     # zh, en docs; zh, en statements as queries; zh, en questions (the calibration's sample)
     assert calls == [(5, False), (5, False), (5, True), (5, True), (5, True), (5, True)]
     B.background_for(rc, version="v2", embed=embed)                       # another embedder
-    B.background_for(MemlabConfig().recall, version="v1", embed=embed)   # another sample
+    B.background_for(CALIBRATED.recall, version="v1", embed=embed)      # another sample
     assert len(calls) == 18
 
 
