@@ -28,7 +28,6 @@ data, config), as :func:`memlab.recall.learned.save_model` does; :func:`fit_abst
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -38,6 +37,7 @@ import pandas as pd
 
 from memlab.errors import ConfigError
 from memlab.recall.features import Table, column, n_rows
+from memlab.recall.modelfile import file_key, read_archive, write_archive
 from memlab.version import __version__
 
 __all__ = ["QUERY_FEATURES", "NOTHING", "query_features", "AbstainModel", "save_abstain_model",
@@ -110,7 +110,6 @@ def save_abstain_model(model: Any, path: str | Path, *, features: tuple[str, ...
                        trained: Mapping[str, Any] | None = None) -> Path:
     """Write ``model`` and its manifest as one skops file (beside, then renamed into place)."""
     import sklearn
-    import skops.io as sio
 
     unknown = [f for f in features if f not in QUERY_FEATURES]
     if unknown:
@@ -118,43 +117,20 @@ def save_abstain_model(model: Any, path: str | Path, *, features: tuple[str, ...
     manifest = {"format": FORMAT, "features": list(features), "memlab": __version__,
                 "sklearn": sklearn.__version__, "dataset": dict(dataset or {}),
                 "trained": dict(trained or {})}
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(sio.dumps({"model": model, "manifest": manifest}))
-    os.replace(tmp, p)
-    return p
+    return write_archive(path, model, manifest)
 
 
 def load_abstain_model(path: str | Path) -> AbstainModel:
     """The model of ``path`` (cached by path, size and modification time); ConfigError naming
     ``recall.abstain_model`` and the path when it is missing, corrupt or not an abstention
     model."""
-    p = Path(path).expanduser()
-    try:
-        st = p.stat()
-    except OSError as exc:
-        raise ConfigError(KEY, f"cannot read the model file ({exc.strerror})", str(p)) from None
-    return _load(str(p.resolve()), st.st_size, st.st_mtime_ns)
+    return _load(*file_key(path, KEY))
 
 
 @lru_cache(maxsize=4)
 def _load(path: str, size: int, mtime_ns: int) -> AbstainModel:   # size, mtime: cache key only
-    import skops.io as sio
-
-    try:
-        data = Path(path).read_bytes()
-        extra = sorted(set(sio.get_untrusted_types(data=data)))
-        if extra:   # a scaler and a logistic regression in a pipeline: scikit-learn's own only
-            raise ConfigError(KEY, f"the model file holds types memlab does not load: "
-                              f"{', '.join(extra)}", path)
-        obj = sio.loads(data)
-    except ConfigError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a corrupt archive fails in zipfile, json or
-        # skops with many types; each becomes the one named refusal, nothing is loaded
-        raise ConfigError(KEY, f"not a memlab abstention model (skops): {type(exc).__name__}: "
-                          f"{exc}", path) from None
+    # a scaler and a logistic regression in a pipeline: scikit-learn's own types only
+    obj = read_archive(path, KEY, what="abstention model")
     man = obj.get("manifest") if isinstance(obj, dict) else None
     if not isinstance(man, dict) or man.get("format") != FORMAT or "model" not in obj:
         raise ConfigError(KEY, f"not a memlab abstention model (format {FORMAT!r})", path)

@@ -38,7 +38,6 @@ relevant and the ranking is the model's alone.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -48,6 +47,7 @@ import numpy as np
 from memlab.config import MemlabConfig
 from memlab.errors import ConfigError
 from memlab.recall.features import COLUMNS, Table, column, n_rows
+from memlab.recall.modelfile import file_key, read_archive, write_archive
 from memlab.recall.score import Scored, register, relevance_mask
 from memlab.version import __version__
 
@@ -156,7 +156,6 @@ def save_model(model: Any, path: str | Path, *, features: tuple[str, ...] | list
     the flat training config, recorded). Written beside and renamed into place, so a reader never
     sees half a file."""
     import sklearn
-    import skops.io as sio
 
     if kind not in KINDS:
         raise ConfigError(KEY, f"kind must be one of {', '.join(KINDS)}", kind)
@@ -171,43 +170,18 @@ def save_model(model: Any, path: str | Path, *, features: tuple[str, ...] | list
         booster = getattr(model, "booster_", model)
         manifest["lightgbm"] = lightgbm().__version__
         model = booster.model_to_string()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(sio.dumps({"model": model, "manifest": manifest}))
-    os.replace(tmp, p)
-    return p
+    return write_archive(path, model, manifest)
 
 
 def load_model(path: str | Path) -> LearnedModel:
     """The model of ``path`` (cached by path, size and modification time); ConfigError naming the
     path when it is missing, corrupt or incompatible."""
-    p = Path(path).expanduser()
-    try:
-        st = p.stat()
-    except OSError as exc:
-        raise ConfigError(KEY, f"cannot read the model file ({exc.strerror})", str(p)) from None
-    return _load(str(p.resolve()), st.st_size, st.st_mtime_ns)
+    return _load(*file_key(path, KEY))
 
 
 @lru_cache(maxsize=8)
 def _load(path: str, size: int, mtime_ns: int) -> LearnedModel:   # size, mtime: cache key only
-    import skops.io as sio
-
-    try:
-        data = Path(path).read_bytes()
-        found = sio.get_untrusted_types(data=data)
-        extra = sorted(set(found) - set(TRUSTED_TYPES))
-        if extra:
-            raise ConfigError(KEY, f"the model file holds types memlab does not load: "
-                              f"{', '.join(extra)}", path)
-        obj = sio.loads(data, trusted=list(found))
-    except ConfigError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a corrupt archive fails in zipfile, json or
-        # skops with many types; each becomes the one named refusal, nothing is loaded
-        raise ConfigError(KEY, f"not a memlab model file (skops): {type(exc).__name__}: {exc}",
-                          path) from None
+    obj = read_archive(path, KEY, what="model file", trusted=TRUSTED_TYPES)
     if not isinstance(obj, dict) or "model" not in obj or "manifest" not in obj:
         raise ConfigError(KEY, "not a memlab model file: no model and manifest", path)
     man = obj["manifest"] if isinstance(obj["manifest"], dict) else {}
