@@ -145,8 +145,7 @@ CALIBRATIONS = ("none", "same_language", "all")
 IDENTITY = np.stack([np.zeros((3, 3)), np.ones((3, 3))], axis=-1)
 
 
-def _read(path: Path | None, lang: str, name: str | None = None) -> str:
-    name = name or f"background_{lang}.txt"
+def _read(path: Path | None, name: str) -> str:
     if path is None:
         return resources.files("memlab").joinpath("data", name).read_text(encoding="utf-8")
     file = Path(path) / name
@@ -162,16 +161,8 @@ def load_texts(rc: RecallConfig) -> dict[str, list[str]]:
     (``#`` lines are comments) of ``background_{zh,en}.txt`` in ``recall.background_dir``
     (None: memlab's own). A sample smaller than 2 sentences is a ConfigError."""
     path = None if rc.background_dir is None else Path(rc.background_dir)
-    out: dict[str, list[str]] = {}
-    for lang in LANGUAGES:
-        lines = [ln.strip() for ln in _read(path, lang).splitlines()]
-        texts = list(dict.fromkeys(ln for ln in lines if ln and not ln.startswith("#")))
-        texts = texts[:rc.background_max]
-        if len(texts) < 2:
-            raise ConfigError("recall.background_dir", f"background_{lang}.txt needs at least "
-                              "2 sentences (one per line)", len(texts))
-        out[lang] = texts
-    return out
+    return {lang: _lines(path, f"background_{lang}.txt", rc.background_max, "sentences")
+            for lang in LANGUAGES}
 
 
 def load_questions(rc: RecallConfig) -> dict[str, list[str]]:
@@ -183,17 +174,20 @@ def load_questions(rc: RecallConfig) -> dict[str, list[str]]:
     if path is not None and not all((path / f"background_questions_{lang}.txt").is_file()
                                     for lang in LANGUAGES):
         path = None
-    out: dict[str, list[str]] = {}
-    for lang in LANGUAGES:
-        lines = [ln.strip() for ln in _read(path, lang, f"background_questions_{lang}.txt")
-                 .splitlines()]
-        texts = list(dict.fromkeys(ln for ln in lines if ln and not ln.startswith("#")))
-        texts = texts[:rc.background_max]
-        if len(texts) < 2:
-            raise ConfigError("recall.background_dir", f"background_questions_{lang}.txt needs at "
-                              "least 2 questions (one per line)", len(texts))
-        out[lang] = texts
-    return out
+    return {lang: _lines(path, f"background_questions_{lang}.txt", rc.background_max,
+                         "questions") for lang in LANGUAGES}
+
+
+def _lines(path: Path | None, file: str, most: int, unit: str) -> list[str]:
+    """The distinct non-empty lines of a sample file (``#`` lines are comments), at most
+    ``most``; fewer than 2 is a ConfigError naming the file and ``unit`` (sentences,
+    questions)."""
+    lines = [ln.strip() for ln in _read(path, file).splitlines()]
+    texts = list(dict.fromkeys(ln for ln in lines if ln and not ln.startswith("#")))[:most]
+    if len(texts) < 2:
+        raise ConfigError("recall.background_dir", f"{file} needs at least 2 {unit} (one per "
+                          "line)", len(texts))
+    return texts
 
 
 @dataclass(frozen=True)
