@@ -19,6 +19,7 @@ from memlab.safety.views import deleet, words_of
 from memlab.store import Store
 from memlab.store.scan import iter_records
 from memlab.workspace import import_workspace
+from safety_helpers import rows
 
 T0 = 1_750_000_000.0
 CFG = MemlabConfig().replace(**{"embedding.backend": "hashing"})
@@ -35,16 +36,6 @@ def store():
     st.add("用户最喜欢玩星露谷物语", importance=0.9)
     yield st
     st.close()
-
-
-def rows(st) -> list:
-    """Every row of every table but memory_audit and the vec0 tables."""
-    conn = st._store.conn
-    out = []
-    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT "
-                                "LIKE 'CREATE VIRTUAL%' AND name != 'memory_audit' ORDER BY name"):
-        out.append((name, sorted(map(repr, conn.execute(f'SELECT * FROM "{name}"')))))
-    return out
 
 
 # (text, rule, reading): the issue's five texts first, then their zh and en relatives

@@ -17,6 +17,7 @@ from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput, ReadOnlyStore, UnsafeWrite
 from memlab.recall.inject import CLOSE_TAG, OPEN_TAG, render_prompt_block
 from memlab.store import LATEST
+from safety_helpers import rows
 
 HERE = Path(__file__).parent
 ATTACKS = [json.loads(line) for line in (HERE / "attacks.jsonl").read_text("utf-8").splitlines()]
@@ -35,17 +36,6 @@ def store():
     st.add("用户最喜欢玩星露谷物语", importance=0.9)
     yield st
     st.close()
-
-
-def rows(st) -> list:
-    """Every row of every table but memory_audit and the vec0 tables: what a refusal must not
-    change."""
-    conn = st._store.conn
-    out = []
-    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT "
-                                "LIKE 'CREATE VIRTUAL%' AND name != 'memory_audit' ORDER BY name"):
-        out.append((name, sorted(map(repr, conn.execute(f'SELECT * FROM "{name}"')))))
-    return out
 
 
 def test_the_audit_table_is_a_migration(store):

@@ -9,16 +9,9 @@ import pytest
 
 import memlab
 from memlab.clock import FixedClock
-from memlab.config import MemlabConfig
 from memlab.store import connect
+from store_helpers import EN, HCFG, QUERIES, ZH
 
-HCFG = MemlabConfig().replace(**{"embedding.backend": "hashing", "recall.relevance_floor": 0.0})
-ZH = ["用户最喜欢玩星露谷物语", "用户上周去了北京", "用户对咖啡因过敏", "今天午饭吃了牛肉面",
-      "周末和朋友去公园散步", "最近在读一本关于历史的书"]
-EN = ["Alice drinks green tea every morning", "Bob moved to Toronto last year",
-      "Caroline adopted a cat named Momo", "we booked a flight to Lisbon",
-      "my red bicycle is fast", "I watched a documentary about whales"]
-QUERIES = ["她爱玩什么游戏？", "北京 旅行", "咖啡因", "green tea", "cat named Momo", "Lisbon flight"]
 N = 60
 
 
