@@ -5,6 +5,8 @@ one row per memory, question, trial or event), and inputs that take rows take a 
   list, as before, with ``.to_frame()`` (one row per record, one column per field);
 - :func:`frame_items`: a DataFrame's rows as the items ``add_many`` takes (a missing value: the
   field not given);
+- :func:`labelled`: one DataFrame or a ``{label: DataFrame}`` mapping (a figure's or a table's
+  runs) as a checked ``{label: DataFrame}`` dict;
 - :func:`renamed`: the warning of a retired spelling (``.frame``, ``.frame()``, ``.to_frames()``),
   kept as an alias for a while.
 
@@ -16,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from memlab.errors import InvalidInput
 
-__all__ = ["Records", "frame_items", "is_frame", "renamed"]
+__all__ = ["Records", "frame_items", "is_frame", "labelled", "renamed"]
 
 
 def renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
@@ -66,6 +68,20 @@ class Records(list):
 def is_frame(value: Any) -> bool:
     """Whether ``value`` is a pandas DataFrame (pandas not imported for it)."""
     return type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas")
+
+
+def labelled(data: Any, *, field: str, label: str = "run") -> dict[str, Any]:
+    """``{label: data}`` for one DataFrame, else ``data`` (a non-empty mapping of DataFrames) with
+    its keys as strings; InvalidInput naming ``field`` (``field[key]`` for a value) otherwise."""
+    if is_frame(data):
+        return {label: data}
+    if not isinstance(data, Mapping) or not data:
+        raise InvalidInput(field, "must be a DataFrame or a non-empty {label: DataFrame} dict",
+                           type(data).__name__)
+    for name, frame in data.items():
+        if not is_frame(frame):
+            raise InvalidInput(f"{field}[{name!r}]", "must be a DataFrame", type(frame).__name__)
+    return {str(k): v for k, v in data.items()}
 
 
 def _missing(value: Any) -> bool:

@@ -43,6 +43,7 @@ from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.replay import Replayed
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
+from memlab.frames import labelled
 from memlab.types import LAYER_CODES
 
 __all__ = ["GOLD_COLUMNS", "AGE_BINS", "gold_columns", "with_gold_columns", "recall_by_age",
@@ -158,18 +159,6 @@ def bootstrap_interval(values: np.ndarray, *, confidence: float = 0.95, resample
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
-def _frames(data: pd.DataFrame | Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    if isinstance(data, pd.DataFrame):
-        return {"run": data}
-    if not isinstance(data, Mapping) or not data:
-        raise InvalidInput("frames", "a per-query DataFrame or a non-empty {preset: DataFrame}",
-                           type(data).__name__)
-    for name, f in data.items():
-        if not isinstance(f, pd.DataFrame):
-            raise InvalidInput(f"frames[{name!r}]", "must be a DataFrame", type(f).__name__)
-    return {str(k): v for k, v in data.items()}
-
-
 def recall_by_age(frames: pd.DataFrame | Mapping[str, pd.DataFrame], *,
                   metric: str = "recall@10", bins: Sequence[float] = AGE_BINS,
                   age: str = "gold_age_days", interval: str = "wilson",
@@ -192,7 +181,7 @@ def recall_by_age(frames: pd.DataFrame | Mapping[str, pd.DataFrame], *,
     edges = _check_edges(bins)
     labels = bin_labels(edges)
     rows, without = [], {}
-    for name, frame in _frames(frames).items():
+    for name, frame in labelled(frames, field="frames").items():
         for col in (metric, age):
             if col not in frame.columns:
                 raise InvalidInput(f"frames[{name!r}]", f"has no column {col!r} (gold ages: "

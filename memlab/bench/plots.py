@@ -25,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from memlab.errors import InvalidInput
+from memlab.frames import labelled
 
 __all__ = ["per_category_bars", "recall_curve", "save"]
 
@@ -46,18 +47,6 @@ def _of_outcome(data, dataset: str | None) -> tuple[object, str | None]:
 
 def _title(ax: Axes, what: str, dataset: str | None) -> None:
     ax.set_title(f"{dataset}: {what}" if dataset else what)
-
-
-def _runs(data: Frames, label: str | None) -> dict[str, pd.DataFrame]:
-    if isinstance(data, pd.DataFrame):
-        return {label or "run": data}
-    if not isinstance(data, Mapping) or len(data) == 0:
-        raise InvalidInput("data", "must be a DataFrame or a non-empty {label: DataFrame} dict",
-                           type(data).__name__)
-    for name, frame in data.items():
-        if not isinstance(frame, pd.DataFrame):
-            raise InvalidInput(f"data[{name!r}]", "must be a DataFrame", type(frame).__name__)
-    return {str(k): v for k, v in data.items()}
 
 
 def _is_aggregate(frame: pd.DataFrame, overall_label: str) -> bool:
@@ -101,7 +90,7 @@ def recall_curve(data, *, ks: Sequence[int] | None = None, ax: Axes | None = Non
     if ks is None or len(ks) == 0:
         raise InvalidInput("ks", "must name at least one cut-off", ks)
     data, dataset = _of_outcome(data, dataset)
-    runs = _runs(data, label)
+    runs = labelled(data, field="data", label=label or "run")
     columns = [f"{metric}@{k}" for k in ks]
     fig, ax = _axes(ax, figsize=figsize)
     for name, frame in runs.items():
@@ -148,7 +137,7 @@ def per_category_bars(data, *, metric: str = "recall@10", ax: Axes | None = None
         raise InvalidInput("names", "a mapping of category -> label", type(names).__name__)
     labels = {str(k): str(v) for k, v in (names or {}).items()}
     data, dataset = _of_outcome(data, dataset)
-    runs = _runs(data, label)
+    runs = labelled(data, field="data", label=label or "run")
     categories: dict[str, None] = {}
     for name, frame in runs.items():
         if metric not in frame.columns:
