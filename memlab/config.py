@@ -808,6 +808,11 @@ class ServeConfig(_Section):
     page_max: int = _f(500, "Most memories one GET /api/memory page returns (a larger limit is "
                        "refused with 422). memlab's choice: bounds one response.", ge=1,
                        le=100_000, stage="runtime")
+    max_body_bytes: int = _f(8 * 1024 * 1024, "Largest request body the API reads, in bytes: "
+                             "a larger one (by its Content-Length, or counted as it streams in) "
+                             "is answered 413 before it is parsed or stored. memlab's choice: "
+                             "8 MiB holds thousands of writes and bounds the server's memory.",
+                             ge=1024, le=1024 ** 3, stage="runtime")
 
 
 class GateConfig(_Section):

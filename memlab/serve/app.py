@@ -27,7 +27,8 @@ request leaves the store unchanged.
 Bounds: every integer of a request lies in SQLite's INTEGER range (``offset``, ``k``,
 ``turn_counter`` and any integer inside a body; ``limit`` in 1..``serve.page_max``); a time a
 request gives (a write's ``entry.ttl.expires_at``) lies in [TIME_MIN, TIME_MAX] in UTC: years 1
-to 9999, the instants a Python datetime holds (:func:`check_times`).
+to 9999, the instants a Python datetime holds (:func:`check_times`); a body holds at most
+``serve.max_body_bytes`` (413 otherwise, before it is read whole: :mod:`memlab.serve.body`).
 
 Authentication: with a token every request, whatever its path, needs ``Authorization: Bearer
 <token>`` (compared in constant time), checked before the body is read
@@ -204,6 +205,7 @@ def create_app(store: MemoryStore | str | Path, cfg: MemlabConfig | None = None,
     if token is not None:
         app.add_middleware(BearerAuth, token=token)
     app.state.store, app.state.store_executor, app.state.gate = st, executor, gate
+    app.state.max_body_bytes = cfg.serve.max_body_bytes
     hooks: dict[str, Releaser] = {"indexes": release_indexes}
     if gate is not None:
         hooks["vram"] = lambda agent_id: release_models(gate)

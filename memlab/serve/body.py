@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Coroutine
+from typing import Any, Callable, Coroutine, Mapping
 
 import orjson
 from fastapi import Request, Response
@@ -145,7 +145,40 @@ def _surrogate(text: str) -> str | None:
             "(cannot be stored as UTF-8)")
 
 
+class BodyTooLarge(HTTPException):
+    """A body over ``serve.max_body_bytes``: 413, refused before it is read whole."""
+
+    def __init__(self, limit: int, seen: str) -> None:
+        super().__init__(413, [error("body", f"{seen}: more than serve.max_body_bytes "
+                                     f"({limit} bytes)", "body_too_large", limit=limit)])
+
+
+def body_limit(scope: Mapping[str, Any]) -> int | None:
+    """The app's ``serve.max_body_bytes`` (``app.state.max_body_bytes``); None: no bound (an
+    app built without it)."""
+    app = scope.get("app")
+    return getattr(getattr(app, "state", None), "max_body_bytes", None)
+
+
 class _StrictRequest(Request):
+    async def body(self) -> bytes:
+        """The body, read at most ``serve.max_body_bytes`` far: a Content-Length beyond the
+        bound is refused before a byte is read, and a body streamed without one (chunked) as
+        soon as it passes the bound."""
+        if not hasattr(self, "_body"):
+            limit = body_limit(self.scope)
+            declared = self.headers.get("content-length", "")
+            if limit is not None and declared.isdigit() and int(declared) > limit:
+                raise BodyTooLarge(limit, f"Content-Length {int(declared)}")
+            chunks, size = [], 0
+            async for chunk in self.stream():
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    raise BodyTooLarge(limit, f"the body passed {size} bytes")
+                chunks.append(chunk)
+            self._body = b"".join(chunks)
+        return self._body
+
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             self._json = parse(await self.body())
@@ -165,4 +198,4 @@ class StrictJSONRoute(APIRoute):
         return strict
 
 
-__all__ = ["BadBody", "StrictJSONRoute", "first_refused", "parse"]
+__all__ = ["BadBody", "BodyTooLarge", "StrictJSONRoute", "body_limit", "first_refused", "parse"]

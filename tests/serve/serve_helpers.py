@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 READY_S = 60.0   # bound of the readiness poll
+MAX_BODY = 1024 * 1024   # the server's serve.max_body_bytes (above the 200 kB deep body)
 
 
 def _free_port() -> int:
@@ -43,7 +44,8 @@ class Server:
                 [sys.executable, "-m", "memlab.cli", "serve", str(self.path), "--port",
                  str(self.port), "--token", TOKEN, "--set", "embedding.backend=hashing",
                  "--set", "recall.floor_mode=absolute", "--set", "recall.relevance_floor=0.0",
-                 "--set", "serve.page_max=20", "--set", "serve.page_default=5"],
+                 "--set", "serve.page_max=20", "--set", "serve.page_default=5",
+                 "--set", f"serve.max_body_bytes={MAX_BODY}"],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(tmp))
         deadline = time.monotonic() + READY_S
         while True:   # the bounded readiness poll

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from memlab.store.browse import INT_MAX, INT_MIN
-from serve_helpers import AUTH, TOKEN, add, dump
+from serve_helpers import AUTH, MAX_BODY, TOKEN, add, dump, stored_ids
 
 JSON = {"content-type": "application/json"}
 DEEP = b"[" * 100_000 + b"]" * 100_000
@@ -220,3 +220,41 @@ def test_an_unknown_path_or_method_is_json_naming_it(server, http):
     refused(server, http, "GET", "/api/nothing", status=404, field="path")
     refused(server, http, "DELETE", "/api/memory", status=405, field="method")
     refused(server, http, "POST", "/api/agents/%00/release-memory", status=422, field="agent_id")
+
+
+def padded(size: int, content: str) -> bytes:
+    """A valid JSON write of exactly ``size`` bytes (blank space after the object is JSON)."""
+    raw = json.dumps({"agent_id": "big", "writes": [add(content)]}).encode()
+    assert len(raw) <= size
+    return raw + b" " * (size - len(raw))
+
+
+def test_a_body_over_the_bound_is_413_before_it_is_read(server, http):
+    body = padded(MAX_BODY + 1, "one byte too many")
+    got = refused(server, http, "POST", "/api/memory", status=413, field="body", content=body)
+    assert got["type"] == "body_too_large" and got["limit"] == MAX_BODY
+    assert got["msg"].startswith(f"Content-Length {MAX_BODY + 1}: more than "
+                                 "serve.max_body_bytes"), got
+
+
+def test_a_chunked_body_over_the_bound_is_413_as_it_streams_in(server, http):
+    body = padded(MAX_BODY + 1, "streamed without a length")
+
+    def chunks():   # no Content-Length: httpx sends Transfer-Encoding: chunked
+        for i in range(0, len(body), 64 * 1024):
+            yield body[i:i + 64 * 1024]
+
+    before = dump(server.path)
+    r = http.post("/api/memory", content=chunks(), headers={**AUTH, **JSON})
+    got = strict_json(r)["detail"][0]
+    assert r.status_code == 413 and "content-length" not in r.request.headers
+    assert (got["field"], got["type"]) == ("body", "body_too_large")
+    assert got["msg"].startswith(f"the body passed {MAX_BODY + 1} bytes"), got
+    assert dump(server.path) == before
+
+
+def test_a_body_of_exactly_the_bound_is_stored(server, http):
+    before = stored_ids(server.path)
+    r = send(http, "POST", "/api/memory", content=padded(MAX_BODY, "exactly at the bound"))
+    assert r.status_code == 200, r.text
+    assert len(stored_ids(server.path) - before) == 1
