@@ -16,7 +16,11 @@ regression from a machine difference:
   sweep kernels dispatch on);
 - ``threads``: CPUs the process may use, ``embedding.threads`` and the thread variables set;
 - ``embedder``: backend, version, this machine's numerics fingerprint and device; ``gpu``: whether
-  a GPU computed any of it.
+  a GPU computed any of it;
+- ``source``: what ran (:func:`source_of`): the program and, for memlab's CLI, its command
+  (``memlab bench``), or ``notebook`` in a Jupyter kernel; never the arguments (a sweep's
+  ``--storage`` URL can hold a password). MLflow shows it as the run's Source
+  (``mlflow.source.name``, ``mlflow.source.type``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 from memlab.errors import InvalidInput
 
 __all__ = ["environment", "environment_line", "environment_tags", "git_commit", "git_state",
-           "memlab_version", "REPO_ROOT", "LIBRARIES", "SIMD"]
+           "memlab_version", "source_of", "REPO_ROOT", "LIBRARIES", "SIMD"]
 
 #: The checkout memlab runs from (its git state is the result's ``memlab.commit``).
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -131,6 +135,21 @@ def _sqlite() -> dict[str, str | None]:
     return {"driver": mod.__name__, "version": getattr(mod, "sqlite_version", None)}
 
 
+def source_of(argv: list[str], modules: Any = None) -> dict[str, str]:
+    """``{"name", "type"}`` of what ran: ``notebook``/NOTEBOOK in a Jupyter kernel (``ipykernel``
+    imported and the program its launcher), else the program's file name (``quality.py``) and,
+    for memlab's CLI (``memlab`` or ``python -m memlab.cli``), its first word that is not an
+    option (``memlab bench``), type LOCAL. ``modules``: ``sys.modules`` (given in tests)."""
+    modules = sys.modules if modules is None else modules
+    prog = Path(argv[0]).name if argv and argv[0] else "python"
+    if "ipykernel" in modules and prog.startswith("ipykernel"):
+        return {"name": "notebook", "type": "NOTEBOOK"}
+    if prog in ("memlab", "cli.py", "__main__.py") or prog.startswith("memlab"):
+        words = [a for a in argv[1:] if a and not a.startswith("-")]
+        return {"name": "memlab " + words[0] if words else "memlab", "type": "LOCAL"}
+    return {"name": prog, "type": "LOCAL"}
+
+
 @functools.lru_cache(maxsize=1)
 def _static() -> dict[str, Any]:
     commit, dirty = git_state(REPO_ROOT) if (REPO_ROOT / ".git").exists() else (None, None)
@@ -148,6 +167,7 @@ def _static() -> dict[str, Any]:
         "cpu": {"model": _cpu_model(), "machine": platform.machine(), "simd": _simd()},
         "threads": {"cpus": os.cpu_count(), "usable": usable,
                     **{v.lower(): os.environ[v] for v in _THREAD_VARS if v in os.environ}},
+        "source": source_of(list(sys.argv)),
     }
 
 
@@ -207,6 +227,9 @@ def environment_tags(env: dict[str, Any]) -> dict[str, str]:
     _flat("memlab.env", env, out)
     if env["memlab"]["commit"]:
         out["mlflow.source.git.commit"] = env["memlab"]["commit"]
+    source = env.get("source")    # absent in a block written before it was recorded
+    if source:
+        out["mlflow.source.name"], out["mlflow.source.type"] = source["name"], source["type"]
     return out
 
 

@@ -16,7 +16,8 @@ from memlab.bench import environment as E
 from memlab.embed import HashingEmbedder
 from memlab.embed.numerics import fingerprint
 
-KEYS = {"memlab", "python", "libraries", "sqlite", "os", "cpu", "threads", "embedder", "gpu"}
+KEYS = {"memlab", "python", "libraries", "sqlite", "os", "cpu", "threads", "embedder", "gpu",
+        "source"}
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -92,6 +93,27 @@ def test_the_line_and_the_tags():
     assert tags["memlab.env.gpu.used"] == "False"
     assert all(isinstance(v, str) for v in tags.values())
     assert "memlab.env.threads.embedding" not in tags          # None is left out
+    assert (tags["mlflow.source.name"], tags["mlflow.source.type"]) == (
+        env["source"]["name"], env["source"]["type"])
+
+
+@pytest.mark.parametrize("argv, modules, source", [
+    (["/venv/bin/memlab", "bench", "--compare", "reverie,cosine"], {}, ("memlab bench", "LOCAL")),
+    (["/venv/bin/memlab", "-q", "sweep", "--storage", "postgresql://u:pw@h/db"], {},
+     ("memlab sweep", "LOCAL")),
+    (["/repo/memlab/cli.py", "fit"], {}, ("memlab fit", "LOCAL")),
+    (["/venv/bin/memlab"], {}, ("memlab", "LOCAL")),
+    (["benchmarks/quality.py", "--datasets", "lifelog"], {}, ("quality.py", "LOCAL")),
+    (["/venv/lib/python3.11/site-packages/ipykernel_launcher.py", "-f", "k.json"],
+     {"ipykernel": object()}, ("notebook", "NOTEBOOK")),
+    (["/venv/lib/python3.11/site-packages/ipykernel_launcher.py"], {}, ("ipykernel_launcher.py",
+                                                                          "LOCAL")),
+    ([], {}, ("python", "LOCAL")),
+])
+def test_the_source_names_the_program_and_command_never_the_arguments(argv, modules, source):
+    got = E.source_of(argv, modules)
+    assert (got["name"], got["type"]) == source
+    assert "pw" not in got["name"]
 
 
 def test_a_bench_carries_it_in_its_json_its_table_and_its_mlflow_runs(tiny_bench_folder,
