@@ -76,7 +76,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from memlab.config import VRAMConfig
-from memlab.errors import DatasetError
+from memlab.errors import ConfigError, DatasetError
 from memlab.vram.devices import SimulatedDevice
 from memlab.vram.gate import ModelBudgetExceeded, Request, VRAMGate
 from memlab.vram.policy import KeepAlivePolicy, LRUPolicy, Policy, PriorityPolicy
@@ -248,13 +248,14 @@ class Workload:
 
     @classmethod
     def from_yaml(cls, path: str | Path, cfg: VRAMConfig) -> "Workload":
-        import yaml
+        from memlab.yamlfile import read_yaml
 
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise DatasetError(str(path), f"cannot read the workload ({exc})") from None
+        try:   # memlab's strict reader: UTF-8, no key twice, bounded depth, file:line:column
+            data = read_yaml(path, "workload file")
+        except ConfigError as exc:
+            raise DatasetError(exc.key, f"cannot read the workload: {exc.rule}", value=exc.value)\
+                from None
         return cls.from_dict(data, cfg, source=str(path))
 
 

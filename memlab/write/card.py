@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import yaml
-
 from memlab.config import CardConfig
-from memlab.errors import CardError
+from memlab.errors import CardError, ConfigError
 from memlab.types import MemoryRecord
+from memlab.yamlfile import load_yaml
 
 SOURCE_TYPE = "character_card"
 
@@ -125,16 +124,33 @@ def load_card(path: str | Path, *, max_chars: int = 100_000) -> Card:
     except (OSError, UnicodeDecodeError) as exc:
         raise CardError(str(p), "(file)", f"cannot be read as UTF-8 text: {exc}") from None
     try:
-        data = json.loads(raw) if p.suffix.lower() == ".json" else yaml.safe_load(raw)
+        data = (json.loads(raw, object_pairs_hook=_no_repeated_key) if p.suffix.lower() == ".json"
+                else load_yaml(raw, str(p)))
     except json.JSONDecodeError as exc:
         raise CardError(f"{p}:{exc.lineno}:{exc.colno}", "(file)", f"not valid JSON: {exc.msg}")\
             from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
-        raise CardError(where, "(file)", f"not valid YAML: {getattr(exc, 'problem', exc)}")\
-            from None
+    except _RepeatedKey as exc:
+        raise CardError(str(p), exc.key, "given twice in one object (JSON keeps only the last, "
+                        "silently)") from None
+    except ConfigError as exc:   # memlab.yamlfile's rules: YAML syntax, a key twice, depth
+        raise CardError(exc.key, "(file)", exc.rule, exc.value) from None
     return parse_card(data, file=str(p), max_chars=max_chars)
+
+
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_repeated_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; a key that appears twice raises (json keeps the last silently)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _RepeatedKey(k)
+        out[k] = v
+    return out
 
 
 def parse_card(data: Any, *, file: str = "<card>", max_chars: int = 100_000) -> Card:

@@ -143,3 +143,12 @@ def test_a_workload_round_trips_through_to_dict_and_its_result_knows_what_ran(na
     assert res.summary["load_time_s"] == pytest.approx(sum(e.load_s for e in loads))
     frame = res.to_frame()
     assert len(frame) == len(res.trace) and frame["load_s"].notna().sum() == len(loads)
+
+
+def test_a_workload_file_with_a_key_twice_names_the_line(tmp_path):
+    p = tmp_path / "twice.yaml"
+    p.write_text("models:\n  asr: {mb: 500, priority: 1, category: sync}\n"
+                 "  asr: {mb: 900, priority: 1, category: sync}\nevents: []\n", encoding="utf-8")
+    with pytest.raises(DatasetError) as err:
+        Workload.from_yaml(p, VRAMConfig())
+    assert err.value.file == f"{p}:3:3" and "duplicate key 'asr'" in err.value.rule

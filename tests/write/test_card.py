@@ -180,6 +180,7 @@ def test_cli_card_sync_dry_run_then_sync(tmp_path):
     ("名字: 小铃\nlanguage: fr\n", "language", "'zh' or 'en'"),
     ("- 小铃\n", "(top level)", "mapping"),
     ("名字: [小铃\n", "(file)", "not valid YAML"),
+    ("名字: 小铃\n爱好: 画画\n名字: 小雪\n", "(file)", "duplicate key '名字' (first at line 1)"),
 ])
 def test_malformed_card_names_file_field_rule_and_writes_nothing(tmp_path, text, field, rule):
     good = _write(tmp_path, ZH_CARD)
@@ -219,3 +220,9 @@ def test_anchors_are_never_forgotten(tmp_path):
     ret = dict(zip(frame["text"], frame["retention"]))
     assert ret["我的生日是3月14日。"] == 1.0
     assert "用户的生日是五月" not in ret      # the long-term memory has faded out of recall
+
+
+def test_a_json_card_with_a_key_twice_names_it(tmp_path):
+    bad = _write(tmp_path, '{"name": "Luna", "hobbies": "drawing", "name": "Nova"}', "bad.json")
+    with pytest.raises(CardError, match=r"bad\.json: field 'name': given twice in one object"):
+        load_card(bad)
