@@ -2,7 +2,7 @@
 
     python benchmarks/abstention.py [--dataset memlab-lifelog] [--preset reverie]
                                     [--features base,types] [--off-topic] [--answered 0.97]
-                                    [--C 1.0] [--out abstain.skops]
+                                    [--C 1.0] [--threshold T] [--out abstain.skops]
                                     [--calibration same_language]
 
 Replays the dataset under the preset (feature cache: bench.cache_dir), builds one row per question
@@ -10,7 +10,8 @@ Replays the dataset under the preset (feature cache: bench.cache_dir), builds on
 the others' and prints, per question language, abstention (refused / unanswerable), its precision
 and answered (answered / answerable) at a threshold per language chosen on the training folds
 alone so that ``--answered`` of their answerable questions are answered (recall.abstain_answered),
-and the held-out AUC. ``--off-topic``: memlab's background questions (146 per language) are asked
+and the held-out AUC (``--threshold``: one fixed threshold instead, the README's first figures with
+``--features base --threshold 0.5``). ``--off-topic``: memlab's background questions (146 per language) are asked
 of each conversation's store as extra unanswerable training rows (never counted in the table).
 ``--out``: fit on every question and write the model (skops) with its data and config recorded,
 and print the per-language thresholds (recall.abstain_threshold_zh / _en) it should run with.
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="share of answerable questions to answer (default: "
                          "recall.abstain_answered)")
     ap.add_argument("--C", type=float, default=1.0)
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="one fixed threshold for every language instead of the chosen ones")
     ap.add_argument("--out", default=None)
     ap.add_argument("--calibration", default="same_language", choices=("none", "same_language", "all"),
                     help="recall.background_calibration of the replay (the README's figures: "
@@ -69,10 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         ds = with_off_topic(ds, load_questions(cfg.recall), cfg.recall)
     rep = replay_cached(ds, cfg, embedder=make_embedder(cfg), progress=False)
     frame = questions_frame(rep, cfg.recall)
-    report = kfold(frame, C=a.C, features=features, answered=answered)
+    if a.threshold is None:
+        report = kfold(frame, C=a.C, features=features, answered=answered)
+        how = f"thresholds per language chosen on the training folds for answered >= {answered}"
+    else:
+        report = kfold(frame, C=a.C, features=features, threshold=a.threshold)
+        how = f"threshold {a.threshold}"
     print(f"{a.dataset} ({a.preset}; features {a.features}; off-topic {a.off_topic}; C {a.C}), "
-          f"leave-one-conversation-out, thresholds per language chosen on the training folds "
-          f"for answered >= {answered}:")
+          f"leave-one-conversation-out, {how}:")
     print(report.table().round(3).to_string())
     own = ~report.frame["extra"].to_numpy(bool)
     for lang in ("zh", "en"):

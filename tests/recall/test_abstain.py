@@ -237,3 +237,15 @@ def test_kfold_thresholds_come_from_the_training_folds_only():
     own = ~frame["extra"]
     assert t.loc["all", "n_unanswerable"] == int((own & ~frame["answerable"]).sum())
     assert t.loc["all", "n_answerable"] == int(frame["answerable"].sum())
+
+
+def test_the_q_lang_column_of_live_recall_zh_and_en():
+    """The candidates stage writes the question's language per row: a Chinese question 0, an
+    English one 1, a mixed one (2 CJK characters and 1 Latin word: share 2/3) 2."""
+    with memlab.open_store(":memory:", config=HASHING, clock=FixedClock(1_750_000_000)) as st:
+        for text in ZH_MEMORIES + EN_MEMORIES:
+            st.add(text, importance=0.6)
+        t = st.features(["我最喜欢什么游戏", "What is my favourite game", "Stardew 游戏"], k=5,
+                        now=1_750_000_000).table
+    by_q = t.groupby("qid")["q_lang"].agg(["min", "max"])
+    assert by_q["min"].tolist() == [0, 1, 2] and by_q["max"].tolist() == [0, 1, 2]
