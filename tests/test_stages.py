@@ -116,6 +116,8 @@ def _candidates(field, default) -> list:
         return [v for v in (base + 1, base - 1, base * 2, base // 2, lo, hi)
                 if isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi
                 and v != default]
+    if default is None and float in args:     # an optional number (e.g. a per-language threshold)
+        return [v for v in ((lo + hi) / 2, lo, hi) if math.isfinite(v)] or [0.5]
     if ann is float:
         return [v for v in (default + 0.1, default - 0.1, default * 1.5 + 0.01, default / 2,
                             (default + hi) / 2 if math.isfinite(hi) else default + 1.0)

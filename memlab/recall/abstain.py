@@ -19,7 +19,17 @@ z_gap          best_z minus the second best (0 with one row): does one memory st
 best_lexical   max query-term overlap (lexical)
 best_bm25      max BM25
 best_entity    max entities shared (entity_matches)
+best_dense_z   max dense_z: how far the best cosine stands above the query's other candidates
+               (``recall.zscore_signals``; a model reading it refuses a table without it)
+best_fused_z   max fused_z (mean of dense_z and bm25_z), the same gate
+q_who ...      the question's type, one 0/1 flag per :data:`memlab.config.QUESTION_TYPES`
+q_multi        (q_who, q_what, q_where, q_how_many, q_yes_no, q_why_how, q_multi), from q_type
 =============  =====================================================================
+
+The decision is per language: the query's language (the ``q_lang`` column) picks
+``recall.abstain_threshold_zh`` or ``recall.abstain_threshold_en`` when set, else
+``recall.abstain_threshold`` (:func:`thresholds_of`); :mod:`memlab.tune.abstainfit` chooses them on
+training folds so that a target share of answerable questions is answered.
 
 The model is a scikit-learn classifier saved with skops beside a manifest (features, training
 data, config), as :func:`memlab.recall.learned.save_model` does; :func:`fit_abstention` fits it
@@ -35,21 +45,29 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from memlab.config import QUESTION_TYPES, RecallConfig
 from memlab.errors import ConfigError
+from memlab.recall.background import BOTH, EN, ZH
 from memlab.recall.features import Table, column, n_rows
 from memlab.recall.modelfile import file_key, read_archive, write_archive
 from memlab.version import __version__
 
-__all__ = ["QUERY_FEATURES", "NOTHING", "query_features", "AbstainModel", "save_abstain_model",
+__all__ = ["QUERY_FEATURES", "NOTHING", "TYPE_FEATURES", "Z_FEATURES", "query_features",
+           "query_languages", "thresholds_of", "AbstainModel", "save_abstain_model",
            "load_abstain_model", "answer_mask", "fit_abstention", "KEY"]
 
 KEY = "recall.abstain_model"
 FORMAT = "memlab-abstain-1"
+#: the question's type as 0/1 flags, bit i of q_type for QUESTION_TYPES[i]
+TYPE_FEATURES = tuple(f"q_{name}" for name in QUESTION_TYPES)
+#: features read off the ranking-context z columns (recall.zscore_signals)
+Z_FEATURES = ("best_dense_z", "best_fused_z")
 QUERY_FEATURES = ("best_z", "best_zq", "best_zm", "z_gap", "best_lexical", "best_bm25",
-                  "best_entity")
+                  "best_entity", *Z_FEATURES, *TYPE_FEATURES)
 #: the value of each feature for a query with no row (or no cosine): nothing stands out
 NOTHING = {"best_z": -10.0, "best_zq": -10.0, "best_zm": -10.0, "z_gap": 0.0,
-           "best_lexical": 0.0, "best_bm25": 0.0, "best_entity": 0.0}
+           "best_lexical": 0.0, "best_bm25": 0.0, "best_entity": 0.0,
+           "best_dense_z": -10.0, "best_fused_z": -10.0, **{f: 0.0 for f in TYPE_FEATURES}}
 
 
 def _z_sides(table: Table) -> tuple[np.ndarray, np.ndarray]:
@@ -73,7 +91,10 @@ def query_features(table: Table, n_queries: int | None = None) -> pd.DataFrame:
     frame = pd.DataFrame({"qid": qid, "z": z, "zq": zq, "zm": zm,
                           "lexical": column(table, "lexical", np.float64),
                           "bm25": column(table, "bm25", np.float64),
-                          "entity": column(table, "entity_matches", np.float64)})
+                          "entity": column(table, "entity_matches", np.float64),
+                          "dense_z": column(table, "dense_z", np.float64),
+                          "fused_z": column(table, "fused_z", np.float64),
+                          "q_type": column(table, "q_type", np.int64)})
     frame = frame.replace([np.inf, -np.inf], np.nan)
     g = frame.groupby("qid")
     best = g.max()                                  # NaN ignored; all NaN: NaN
@@ -81,7 +102,11 @@ def query_features(table: Table, n_queries: int | None = None) -> pd.DataFrame:
                           if s.notna().sum() > 1 else np.nan)
     got = pd.DataFrame({"best_z": best["z"], "best_zq": best["zq"], "best_zm": best["zm"],
                         "z_gap": (best["z"] - second).fillna(0.0), "best_lexical": best["lexical"],
-                        "best_bm25": best["bm25"], "best_entity": best["entity"]})
+                        "best_bm25": best["bm25"], "best_entity": best["entity"],
+                        "best_dense_z": best["dense_z"], "best_fused_z": best["fused_z"]})
+    code = best["q_type"].to_numpy(np.int64)       # q_type is one value per query
+    for i, name in enumerate(TYPE_FEATURES):
+        got[name] = ((code >> i) & 1).astype(np.float64)
     got = got.fillna(NOTHING)
     got = got[got.index < n]
     out.loc[got.index, list(QUERY_FEATURES)] = got[list(QUERY_FEATURES)].to_numpy()
@@ -145,13 +170,50 @@ def _load(path: str, size: int, mtime_ns: int) -> AbstainModel:   # size, mtime:
     return AbstainModel(model, man, path)
 
 
-def answer_mask(table: Table, model: AbstainModel, threshold: float) -> np.ndarray:
-    """Per table row: is its query answered (P(answerable) >= ``threshold``)?"""
+def query_languages(table: Table, n_queries: int) -> np.ndarray:
+    """The ``q_lang`` code per qid (0 .. ``n_queries`` - 1; a query without a row: BOTH)."""
+    out = np.full(n_queries, BOTH, np.int64)
+    if n_rows(table):
+        qid = column(table, "qid", np.int64)
+        keep = qid < n_queries
+        out[qid[keep]] = column(table, "q_lang", np.int64)[keep]
+    return out
+
+
+def thresholds_of(rc: RecallConfig) -> dict[int, float]:
+    """The threshold per language code: ``abstain_threshold_zh`` / ``_en`` where set, else
+    ``abstain_threshold`` (and always it for mixed text)."""
+    zh, en = rc.abstain_threshold_zh, rc.abstain_threshold_en
+    return {ZH: rc.abstain_threshold if zh is None else zh,
+            EN: rc.abstain_threshold if en is None else en, BOTH: rc.abstain_threshold}
+
+
+def _check_z_columns(table: Table, model: AbstainModel) -> None:
+    """A model that reads the z columns cannot decide on a table without them."""
+    if not any(f in Z_FEATURES for f in model.features):
+        return
+    cos = column(table, "cosine", np.float64)
+    dz = column(table, "dense_z", np.float64)
+    if np.isfinite(cos).any() and not np.isfinite(dz).any():
+        raise ConfigError("recall.zscore_signals", "the abstention model reads best_dense_z / "
+                          "best_fused_z; the table has no dense_z (the gate is off)", False)
+
+
+def answer_mask(table: Table, model: AbstainModel,
+                threshold: float | Mapping[int, float]) -> np.ndarray:
+    """Per table row: is its query answered (P(answerable) >= the threshold of its language)?
+    ``threshold``: one value, or one per language code (:func:`thresholds_of`)."""
     if not n_rows(table):
         return np.zeros(0, bool)
+    _check_z_columns(table, model)
     qid = column(table, "qid", np.int64)
-    feats = query_features(table, int(qid.max()) + 1)
-    return (model.p_answerable(feats) >= threshold)[qid]
+    n = int(qid.max()) + 1
+    feats = query_features(table, n)
+    if isinstance(threshold, Mapping):
+        thr = np.array([threshold[int(c)] for c in query_languages(table, n)])
+    else:
+        thr = np.full(n, float(threshold))
+    return (model.p_answerable(feats) >= thr)[qid]
 
 
 def fit_abstention(feats: pd.DataFrame, answerable: np.ndarray, *, C: float = 1.0,

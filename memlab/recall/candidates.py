@@ -256,7 +256,8 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
         "intent", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std", "q_window_days",
         "window_dist_days", "q_type", "speaker_named", *context.ZSCORE_COLUMNS,
-        *context.SESSION_COLUMNS)}
+        *context.SESSION_COLUMNS, "q_lang")}
+    qlang = language_codes(queries, cfg.recall)   # the abstention thresholds' language
     speakers = cols["speakers"] if cfg.query.speakers else None
     for qi, f in enumerate(found):
         idx = loc(f.rows)
@@ -283,6 +284,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         parts["q_window_days"].append(np.full(len(idx), f.window.days if f.window else 0.0))
         parts["window_dist_days"].append(distance_days(ev[idx], f.window))
         parts["q_type"].append(np.full(len(idx), f.qtype))
+        parts["q_lang"].append(np.full(len(idx), qlang[qi], np.int8))
         parts["speaker_named"].append(
             speaker_column(queries[qi], [speakers[j] for j in idx.tolist()],
                            prefix_min=cfg.query.speaker_prefix_min) if speakers is not None
@@ -313,6 +315,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         window_dist_days=cat["window_dist_days"], q_type=cat["q_type"],
         speaker_named=cat["speaker_named"],
         **{c: cat[c] for c in (*context.ZSCORE_COLUMNS, *context.SESSION_COLUMNS)},
+        q_lang=cat["q_lang"],
     )
     used = np.unique(i).tolist()
     texts, ids = cols["texts"], cols["ids"]

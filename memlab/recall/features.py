@@ -59,6 +59,10 @@ sess_mean          float32   mean fused_z over its session's turns
 sess_pos           float32   position / (turns - 1) in its session (0 first, 1 last)
 sess_first         float32   1 for the session's first turn, else 0
 sess_last          float32   1 for the session's last turn, else 0 (recall.session_context)
+-- calibrated abstention (issue 21, :mod:`memlab.recall.abstain`) --------------------------------
+q_lang             int8      the question's language as the background sample reads it
+                             (:func:`memlab.recall.background.language_codes`: zh 0, en 1, mixed
+                             or neither 2), for the per-language abstention thresholds
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
@@ -90,6 +94,8 @@ COLUMNS: dict[str, str] = {
     "nb1_bm25": "float32", "nb2_dense": "float32", "nb2_bm25": "float32",
     "sess_best": "float32", "sess_mean": "float32", "sess_pos": "float32",
     "sess_first": "float32", "sess_last": "float32",
+    # calibrated abstention (issue 21): the question's language (zh 0, en 1, mixed 2)
+    "q_lang": "int8",
 }
 
 #: The ranking-context columns (issue 21): NaN where unknown or gated off.
@@ -112,7 +118,9 @@ _NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank
             "q_window_days": 0.0, "window_dist_days": np.nan, "q_type": 0,
             "speaker_named": 0,
             # ranking context (issue 21): unknown
-            **{c: np.nan for c in CONTEXT_COLUMNS}}
+            **{c: np.nan for c in CONTEXT_COLUMNS},
+            # calibrated abstention (issue 21): unknown language (background.BOTH)
+            "q_lang": 2}
 
 
 def empty_table() -> pd.DataFrame:

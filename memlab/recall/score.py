@@ -169,8 +169,9 @@ def _floor_zscore(table: Table, cosine: np.ndarray, cfg: MemlabConfig
 def _floor_learned(table: Table, cosine: np.ndarray, cfg: MemlabConfig
                    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The zscore floor's rows plus each query's best row by floor z; ``answered`` per row: its
-    query's P(answerable) >= ``recall.abstain_threshold`` (:mod:`memlab.recall.abstain`)."""
-    from memlab.recall.abstain import answer_mask, load_abstain_model
+    query's P(answerable) >= the threshold of its language (``recall.abstain_threshold``, or
+    ``abstain_threshold_zh`` / ``_en``; :mod:`memlab.recall.abstain`)."""
+    from memlab.recall.abstain import answer_mask, load_abstain_model, thresholds_of
 
     if cfg.recall.abstain_model is None:
         raise ConfigError("recall.abstain_model", "floor_mode 'learned' needs a model file "
@@ -184,7 +185,7 @@ def _floor_learned(table: Table, cosine: np.ndarray, cfg: MemlabConfig
         order = np.lexsort((-z, qid))               # per query, best z first
         first = order[_group_starts(qid[order])]
         best[first] = np.isfinite(z[first])
-    answered = answer_mask(table, model, cfg.recall.abstain_threshold)
+    answered = answer_mask(table, model, thresholds_of(cfg.recall))
     return ok | best, {**extra, "answered": answered}
 
 

@@ -21,27 +21,39 @@ HASHING = MemlabConfig().replace(**{"embedding.backend": "hashing",
 
 def _table(rows):
     cols = ("qid", "cosine", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std", "lexical", "bm25",
-            "entity_matches")
+            "entity_matches", "dense_z", "fused_z", "q_type", "q_lang")
     return pd.DataFrame([dict(zip(cols, r)) for r in rows])
 
 
+NO_TYPE = {f: 0.0 for f in A.TYPE_FEATURES}
+
+
 def test_query_features_worked_by_hand():
-    """Backgrounds: query side 0.5 +- 0.1, memory side 0.4 +- 0.2. qid 0: cosine 0.8 (z_query 3,
-    z_memory 2: z 2), 0.6 (1, 1: 1) and a lexical-only row (no cosine); qid 1: no row; qid 2:
-    cosine 0.55 (0.5, 0.75: 0.5) alone."""
-    t = _table([(0, 0.8, 0.5, 0.1, 0.4, 0.2, 0.2, 1.0, 0),
-                (0, 0.6, 0.5, 0.1, 0.4, 0.2, 0.0, 0.5, 0),
-                (0, np.nan, np.nan, np.nan, np.nan, np.nan, 0.5, 3.0, 1),
-                (2, 0.55, 0.5, 0.1, 0.4, 0.2, 0.0, 0.0, 0)])
+    """Backgrounds: query side 0.5 +- 0.1, memory side 0.4 +- 0.2. qid 0 (q_type 18 = what 2 +
+    yes_no 16): cosine 0.8 (z_query 3, z_memory 2: z 2; dense_z 1.2, fused_z 0.9), 0.6 (1, 1: 1;
+    -0.3, 0.4) and a lexical-only row (no cosine, dense_z NaN, fused_z 1.1); qid 1: no row; qid 2
+    (q_type 1 = who): cosine 0.55 (0.5, 0.75: 0.5; dense_z 0, fused_z NaN) alone."""
+    t = _table([(0, 0.8, 0.5, 0.1, 0.4, 0.2, 0.2, 1.0, 0, 1.2, 0.9, 18, 0),
+                (0, 0.6, 0.5, 0.1, 0.4, 0.2, 0.0, 0.5, 0, -0.3, 0.4, 18, 0),
+                (0, np.nan, np.nan, np.nan, np.nan, np.nan, 0.5, 3.0, 1, np.nan, 1.1, 18, 0),
+                (2, 0.55, 0.5, 0.1, 0.4, 0.2, 0.0, 0.0, 0, 0.0, np.nan, 1, 1)])
     f = A.query_features(t)
     assert list(f.columns) == list(A.QUERY_FEATURES) and len(f) == 3
     assert f.loc[0].to_dict() == pytest.approx({"best_z": 2.0, "best_zq": 3.0, "best_zm": 2.0,
                                                 "z_gap": 1.0, "best_lexical": 0.5,
-                                                "best_bm25": 3.0, "best_entity": 1.0})
+                                                "best_bm25": 3.0, "best_entity": 1.0,
+                                                "best_dense_z": 1.2, "best_fused_z": 1.1,
+                                                **NO_TYPE, "q_what": 1.0, "q_yes_no": 1.0})
     assert f.loc[1].to_dict() == A.NOTHING
     assert f.loc[2].to_dict() == pytest.approx({"best_z": 0.5, "best_zq": 0.5, "best_zm": 0.75,
                                                 "z_gap": 0.0, "best_lexical": 0.0,
-                                                "best_bm25": 0.0, "best_entity": 0.0})
+                                                "best_bm25": 0.0, "best_entity": 0.0,
+                                                "best_dense_z": 0.0, "best_fused_z": -10.0,
+                                                **NO_TYPE, "q_who": 1.0})
+    assert A.TYPE_FEATURES == ("q_who", "q_what", "q_where", "q_how_many", "q_yes_no",
+                               "q_why_how", "q_multi")
+    # the language per qid (a query without a row: mixed/unknown, BOTH)
+    assert A.query_languages(t, 4).tolist() == [0, 2, 1, 2]
     assert len(A.query_features(t, 5)) == 5 and A.query_features(t, 5).loc[4, "best_z"] == -10
 
 
@@ -142,7 +154,7 @@ def test_kfold_predicts_each_conversation_from_the_others():
     conversation whose labels are flipped relative to the three others is predicted wrong (a
     model that had seen it would get some right), the others right."""
     rng = np.random.default_rng(1)
-    n = 60
+    n = 200
     frame = pd.DataFrame({f: rng.normal(size=4 * n) for f in A.QUERY_FEATURES})
     frame["conversation"] = np.repeat(["a", "b", "c", "d"], n)
     frame["language"] = "en"
@@ -159,3 +171,81 @@ def test_kfold_predicts_each_conversation_from_the_others():
     assert right[~flipped.to_numpy()].mean() > 0.8 and right[flipped.to_numpy()].mean() < 0.2
     with pytest.raises(InvalidInput):
         F.kfold(frame[frame["conversation"] == "a"])
+
+
+def test_thresholds_of_the_config_per_language():
+    rc = MemlabConfig().recall
+    assert A.thresholds_of(rc) == {0: 0.5, 1: 0.5, 2: 0.5}
+    rc = MemlabConfig().replace(**{"recall.abstain_threshold_zh": 0.3,
+                                   "recall.abstain_threshold": 0.6}).recall
+    assert A.thresholds_of(rc) == {0: 0.3, 1: 0.6, 2: 0.6}
+
+
+def test_answer_mask_uses_the_threshold_of_each_querys_language():
+    """One model, two queries of identical features, one zh (q_lang 0) and one en (1): P is the
+    same for both, so a zh threshold below P and an en threshold above it answer only the zh
+    query; a single threshold treats them alike."""
+    model, _ = _synthetic_model()
+    m = A.AbstainModel(model, {"features": list(A.QUERY_FEATURES)})
+    row = (0.8, 0.5, 0.1, 0.4, 0.2, 0.2, 1.0, 0, 1.2, 0.9, 2)
+    t = _table([(0, *row, 0), (1, *row, 1)])
+    p = m.p_answerable(A.query_features(t))
+    assert p[0] == p[1] and 0.01 < p[0] < 0.99
+    assert A.answer_mask(t, m, {0: p[0] - 0.01, 1: p[0] + 0.01, 2: 0.5}).tolist() == [True, False]
+    assert A.answer_mask(t, m, float(p[0]) + 0.01).tolist() == [False, False]
+    # a model reading the z columns refuses a table without them (recall.zscore_signals off)
+    off = t.assign(dense_z=np.nan, fused_z=np.nan)
+    with pytest.raises(ConfigError, match="recall.zscore_signals"):
+        A.answer_mask(off, m, 0.5)
+
+
+def test_choose_threshold_worked_by_hand():
+    """10 answerable P's 0.1 .. 1.0: answering 0.97 of them needs 10 (ceil 9.7): the lowest, 0.1;
+    0.9 needs 9: 0.2; 0.75 needs 8 (ceil 7.5): 0.3; none needed: 1.0 (refuse what one can)."""
+    p = np.arange(1, 11) / 10
+    rng = np.random.default_rng(3)
+    shuffled = rng.permutation(p)
+    assert F.choose_threshold(shuffled, 0.97) == pytest.approx(0.1)
+    assert F.choose_threshold(shuffled, 0.9) == pytest.approx(0.2)
+    assert F.choose_threshold(shuffled, 0.75) == pytest.approx(0.3)
+    assert F.choose_threshold(shuffled, 0.0) == 1.0
+    assert F.choose_threshold(np.zeros(0), 0.97) == 0.0
+    assert (p >= F.choose_threshold(p, 0.9)).mean() >= 0.9
+
+
+def test_kfold_thresholds_come_from_the_training_folds_only():
+    """With answered, each conversation's threshold is the one language_thresholds picks from
+    the other conversations' own leave-one-out predictions; extra (off-topic) rows train but are
+    not counted in the table."""
+    rng = np.random.default_rng(2)
+    n = 40
+    frame = pd.DataFrame({f: rng.normal(size=4 * n) for f in A.QUERY_FEATURES})
+    frame["conversation"] = np.repeat(["a", "b", "c", "d"], n)
+    frame["language"] = np.tile(["zh", "en"], 2 * n)
+    frame["answerable"] = frame["best_z"] + rng.normal(scale=0.5, size=4 * n) > -0.5
+    frame["extra"] = False
+    frame.loc[frame.index % 10 == 0, ["extra", "answerable"]] = [True, False]
+    r = F.kfold(frame, answered=0.9)
+    for c in "abcd":
+        test = (frame["conversation"] == c).to_numpy()
+        train = frame[~test].reset_index(drop=True)
+        want = F.language_thresholds(train, F.loco_predictions(train, 1.0, A.QUERY_FEATURES),
+                                     0.9)
+        got = dict(zip(frame.loc[test, "language"], r.threshold[test]))
+        assert got == {"zh": want["zh"], "en": want["en"]}
+    t = r.table()
+    own = ~frame["extra"]
+    assert t.loc["all", "n_unanswerable"] == int((own & ~frame["answerable"]).sum())
+    assert t.loc["all", "n_answerable"] == int(frame["answerable"].sum())
+
+
+def test_the_q_lang_column_of_live_recall_zh_and_en():
+    """The candidates stage writes the question's language per row: a Chinese question 0, an
+    English one 1, a mixed one (2 CJK characters and 1 Latin word: share 2/3) 2."""
+    with memlab.open_store(":memory:", config=HASHING, clock=FixedClock(1_750_000_000)) as st:
+        for text in ZH_MEMORIES + EN_MEMORIES:
+            st.add(text, importance=0.6)
+        t = st.features(["我最喜欢什么游戏", "What is my favourite game", "Stardew 游戏"], k=5,
+                        now=1_750_000_000).table
+    by_q = t.groupby("qid")["q_lang"].agg(["min", "max"])
+    assert by_q["min"].tolist() == [0, 1, 2] and by_q["max"].tolist() == [0, 1, 2]
