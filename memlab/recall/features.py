@@ -59,6 +59,10 @@ sess_mean          float32   mean fused_z over its session's turns
 sess_pos           float32   position / (turns - 1) in its session (0 first, 1 last)
 sess_first         float32   1 for the session's first turn, else 0
 sess_last          float32   1 for the session's last turn, else 0 (recall.session_context)
+-- window max (issue 21, chunk.*: memlab.windows; NaN when chunk.enabled is off) -----------------
+chunk_max          float32   the query's best cosine over the memory's stored windows; its cosine
+                             where it has none (not split); NaN without a cosine
+chunk_gain         float32   chunk_max - cosine (0 for a memory not split)
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
@@ -90,12 +94,17 @@ COLUMNS: dict[str, str] = {
     "nb1_bm25": "float32", "nb2_dense": "float32", "nb2_bm25": "float32",
     "sess_best": "float32", "sess_mean": "float32", "sess_pos": "float32",
     "sess_first": "float32", "sess_last": "float32",
+    # window max (issue 21): the best window of a long memory
+    "chunk_max": "float32", "chunk_gain": "float32",
 }
 
 #: The ranking-context columns (issue 21): NaN where unknown or gated off.
 CONTEXT_COLUMNS: tuple[str, ...] = ("dense_z", "bm25_z", "fused_z", "nb1_dense", "nb1_bm25",
                                     "nb2_dense", "nb2_bm25", "sess_best", "sess_mean",
                                     "sess_pos", "sess_first", "sess_last")
+
+#: The window-max columns (issue 21, chunk.*): NaN where unknown or gated off.
+CHUNK_COLUMNS: tuple[str, ...] = ("chunk_max", "chunk_gain")
 
 
 #: A feature table: a DataFrame, or a mapping of column name -> array (recall's own, faster path).
@@ -112,7 +121,9 @@ _NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank
             "q_window_days": 0.0, "window_dist_days": np.nan, "q_type": 0,
             "speaker_named": 0,
             # ranking context (issue 21): unknown
-            **{c: np.nan for c in CONTEXT_COLUMNS}}
+            **{c: np.nan for c in CONTEXT_COLUMNS},
+            # window max (issue 21): unknown
+            **{c: np.nan for c in CHUNK_COLUMNS}}
 
 
 def empty_table() -> pd.DataFrame:
