@@ -15,6 +15,10 @@ What the question itself says (issue 21, the ``query`` section) becomes columns 
 its time expressions name and each candidate's distance to it (:mod:`memlab.recall.timeexpr`),
 its type (:mod:`memlab.recall.qtype`) and whether it names a candidate's speaker
 (:mod:`memlab.recall.speaker`). They filter nothing.
+
+With ``chunk.enabled``, a long memory's windows (stored at write time, :mod:`memlab.windows`) give
+``chunk_max``, the query's best cosine over them, and ``chunk_gain`` (its excess over the whole
+text's cosine): read for the candidates the routes found, they add none.
 """
 
 from __future__ import annotations
