@@ -77,7 +77,7 @@ class MemoryStore:
         self._access: AccessBuffer | None = None   # the reader's (see access_stats)
         self._writer = WritePipeline(
             store, config=config, embed=self._emb.for_write, associate=self._associations,
-            counters=self.stats,
+            counters=self.stats, embed_windows=self._emb.documents,
             tenant=lambda a, u, where: self._tenant(a, u, where=where))
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -131,7 +131,8 @@ class MemoryStore:
     def add_many(self, items: Iterable[Mapping[str, Any]] | pd.DataFrame, *,
                  clock: Clock | None = None, vectors: np.ndarray | None = None,
                  replacing: Sequence[str] = (), turn: int | None = None,
-                 supersede: bool = False) -> Records:
+                 supersede: bool = False, windows: Sequence[np.ndarray] | None = None
+                 ) -> Records:
         """Add memories in one all-or-nothing transaction, through the write pipeline
         (:mod:`memlab.write.pipeline`).
 
@@ -152,6 +153,9 @@ class MemoryStore:
         UnsafeWrite (:mod:`memlab.safety`) and is audited; nothing of the batch is written.
         ``supersede``: an item's ``supersedes`` must name a live memory of its owner, marked
         deprecated in the same transaction (Familiars' writer, :mod:`memlab.write.familiars`).
+        ``windows``: with ``chunk.enabled`` and ``vectors``, the window vectors of each text
+        (:mod:`memlab.windows`; benchmarks embed them in batches); default: split and embedded
+        here.
 
         ``items`` may be a DataFrame: one item per row, its columns the fields; a missing value
         (NaN, None, NaT) is a field not given (:func:`memlab.frames.frame_items`). Returns the
@@ -162,7 +166,7 @@ class MemoryStore:
         now = to_unix((clock or self.clock).now())
         with self._refusals_audited(now):
             stored = self._writer.write(items, now=now, vectors=vectors, replacing=replacing,
-                                        turn=turn, supersede=supersede)
+                                        turn=turn, supersede=supersede, windows=windows)
         self._emb.written()
         return Records.of(stored, MemoryRecord)
 
@@ -238,7 +242,8 @@ class MemoryStore:
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, clock: Clock | None = None,
                       vectors: np.ndarray | None = None, llm: Any = None,
-                      message_vectors: np.ndarray | None = None) -> list[InteractionResult]:
+                      message_vectors: np.ndarray | None = None,
+                      windows: Sequence[np.ndarray] | None = None) -> list[InteractionResult]:
         """store_interaction's steps ②-⑤ for a batch of add_many items (benchmark writer mode):
         each item is scored (§5, association included), gated and routed with the short-term
         draw, and what is kept is written in one transaction; one
@@ -247,8 +252,8 @@ class MemoryStore:
         An item with an explicit ``layer`` (a character card's permanent memory) is written as
         given; one with an ``importance`` is not re-scored. ``vectors``: as in :meth:`add_many`;
         ``message_vectors``: the messages embedded as queries (the association lookup), when the
-        caller has them (benchmarks embed them once through their cache). ``items`` may be a
-        DataFrame, as in :meth:`add_many`.
+        caller has them (benchmarks embed them once through their cache); ``windows``: as in
+        :meth:`add_many`. ``items`` may be a DataFrame, as in :meth:`add_many`.
         """
         if is_frame(items):
             items = frame_items(items)
@@ -257,7 +262,7 @@ class MemoryStore:
             results = remember_items(
                 self._writer, items, now=now, rng=self._short_term_rng,
                 llm=self.llm if llm is None else as_llm(llm), degraded=self._degraded,
-                vectors=vectors, message_vectors=message_vectors)
+                vectors=vectors, message_vectors=message_vectors, windows=windows)
         self._emb.written()
         return results
 

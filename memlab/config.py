@@ -1562,6 +1562,39 @@ class QueryConfig(_Section):
         return _type_rules(v)
 
 
+class ChunkConfig(_Section):
+    """Windows of a long memory (issue 21, memlab.windows): a text longer than min_words /
+    min_chars is split into overlapping windows, each embedded at write time and stored beside the
+    memory (table memory_windows); recall's columns chunk_max (the query's best cosine over the
+    windows; the whole text's cosine where the memory has none) and chunk_gain (chunk_max -
+    cosine). Units: a CJK character or a run of other non-space characters (an English word); a
+    text whose units are at least half CJK is sized in characters, else in words. The windows are
+    written when the memory is, so every field is ingest stage: changing one needs the store
+    rebuilt (a replay)."""
+
+    enabled: bool = _f(
+        False, "Split long memories into windows embedded at write time and fill the columns "
+        "chunk_max and chunk_gain (off: no window is written and both columns are NaN). Off by "
+        "default: see README, issue 21, for what it measured.", stage="ingest")
+    words: int = _f(48, "Units per window of a text sized in words (English). memlab's choice.",
+                    ge=2, le=4096, stage="ingest")
+    chars: int = _f(80, "Units per window of a text sized in characters (Chinese). memlab's "
+                    "choice.", ge=2, le=8192, stage="ingest")
+    overlap: float = _f(0.5, "Share of a window's units the next window repeats: the stride is "
+                        "max(1, round(size * (1 - overlap))). The last window ends at the text's "
+                        "end. memlab's choice.", ge=0.0, le=0.9, stage="ingest")
+    min_words: int = _f(64, "A text sized in words is split only when it has more units than "
+                        "this (>= words). memlab's choice.", ge=2, le=1_000_000, stage="ingest")
+    min_chars: int = _f(120, "A text sized in characters is split only when it has more units "
+                        "than this (>= chars). memlab's choice.", ge=2, le=1_000_000,
+                        stage="ingest")
+    max_windows: int = _f(16, "Most windows of one memory: a longer text gets this many windows "
+                          "of the same size, their starts spread evenly from its first to its "
+                          "last unit (the write's embedding cost is bounded). memlab's choice.",
+                          ge=2, le=1024, stage="ingest")
+
+
+
 class BaselinesConfig(_Section):
     rrf_k: float = _f(60.0, "Reciprocal rank fusion constant: 1/(k + rank).", gt=0.0, le=1e6)
     ga_relevance: float = _f(1.0, "Generative Agents weight of relevance (min-max normalised).",
@@ -1660,6 +1693,7 @@ class MemlabConfig(_Section):
     entity: EntityConfig = EntityConfig()
     temporal: TemporalConfig = TemporalConfig()
     query: QueryConfig = QueryConfig()
+    chunk: ChunkConfig = ChunkConfig()
     selection: SelectionConfig = SelectionConfig()
     dialog_tree: DialogTreeConfig = DialogTreeConfig()
     writer: WriterConfig = WriterConfig()
@@ -1681,6 +1715,12 @@ class MemlabConfig(_Section):
     @model_validator(mode="after")
     def _cross_field(self) -> "MemlabConfig":
         r = self.recall
+        ch = self.chunk
+        for small, big in (("words", "min_words"), ("chars", "min_chars")):
+            if getattr(ch, big) < getattr(ch, small):
+                raise ConfigError(f"chunk.{big}", f"must be >= chunk.{small} "
+                                  f"({getattr(ch, small)}): a text that fits one window is not "
+                                  "split", getattr(ch, big))
         if r.permanent_pool_min > r.permanent_pool_max:
             raise ConfigError("recall.permanent_pool_min", "must be <= recall.permanent_pool_max "
                               f"({r.permanent_pool_max})", r.permanent_pool_min)

@@ -33,6 +33,7 @@ from memlab.embed.numerics import numerics_key
 from memlab.recall.background import REPLACED, background_for
 from memlab.recall.features import Features, empty_table
 from memlab.recall.tree import tree_distance_column
+from memlab.windows import split_many
 from memlab.write.importance import score_importance
 
 
@@ -154,24 +155,26 @@ def item_error(item: Item, exc: InvalidInput, *, dataset: str) -> DatasetError:
 
 
 def write_items(store, items: Sequence[Item], fields: list[dict], vectors: np.ndarray | None, *,
-                dataset: str, writer: bool = False, message_vectors: np.ndarray | None = None
-                ) -> list:
+                dataset: str, writer: bool = False, message_vectors: np.ndarray | None = None,
+                windows: Sequence[np.ndarray] | None = None) -> list:
     """``store.add_many(fields)`` (``writer``: ``store.remember_many``, whose results it returns);
     when the store refuses the batch (all or nothing: nothing is written), the items are written
     one by one to find the one refused, reported by :func:`item_error`. The replay stops there:
-    dropping the item would change the gold."""
-    def write(batch, vecs, mvecs):
+    dropping the item would change the gold. ``windows``: the items' window vectors
+    (``chunk.enabled``, :func:`embed_windows`)."""
+    def write(batch, vecs, mvecs, wins):
         if writer:
-            return store.remember_many(batch, vectors=vecs, message_vectors=mvecs)
-        return store.add_many(batch, vectors=vecs)
+            return store.remember_many(batch, vectors=vecs, message_vectors=mvecs, windows=wins)
+        return store.add_many(batch, vectors=vecs, windows=wins)
 
     try:
-        return write(fields, vectors, message_vectors)
+        return write(fields, vectors, message_vectors, windows)
     except InvalidInput:
         for j, (item, f) in enumerate(zip(items, fields)):
             try:
                 write([f], None if vectors is None else vectors[j:j + 1],
-                      None if message_vectors is None else message_vectors[j:j + 1])
+                      None if message_vectors is None else message_vectors[j:j + 1],
+                      None if windows is None else windows[j:j + 1])
             except InvalidInput as exc:
                 raise item_error(item, exc, dataset=dataset) from exc
         raise  # refused as a batch, not item by item: the store's own message
@@ -211,6 +214,17 @@ def embed_all(texts: Sequence[str], *, embedder: Embedder, cache, query: bool,
     return np.stack([found[pos[t]] for t in texts]).astype(np.float32, copy=False)
 
 
+def embed_windows(texts: Sequence[str], *, cfg: MemlabConfig, embedder: Embedder, cache,
+                  progress: bool = True) -> tuple[list[np.ndarray], int]:
+    """(each text's window vectors, (m, dim), m = 0 for a text not split; the texts split): the
+    windows of every text (``chunk.*``, :mod:`memlab.windows`) embedded in batches through the
+    embedding cache, as the items are (:func:`embed_all`)."""
+    flat, counts = split_many(texts, cfg.chunk)
+    vecs = embed_all(flat, embedder=embedder, cache=cache, query=False,
+                     batch_size=cfg.embedding.batch_size, desc="embed windows", progress=progress)
+    return np.split(vecs, np.cumsum(counts)[:-1]) if len(texts) else [], int((counts > 0).sum())
+
+
 def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
            progress: bool = True) -> Replayed:
     """Write every conversation into a fresh store in time order and compute the raw signals of
@@ -230,7 +244,7 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                       for c in ds.conversations()}
     rendered = {c: [render_item(it, template) for it in its] for c, its in conv_items.items()}
     all_questions = [q for c in ds.conversations() for q in conv_questions[c]]
-    doc_vecs = q_vecs = m_vecs = background = None
+    doc_vecs = q_vecs = m_vecs = background = windows = None
     if embedder is not None:
         background = background_for(
             cfg.recall, version=embedder.version,
@@ -255,6 +269,13 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                                batch_size=cfg.embedding.batch_size, desc="embed item queries",
                                progress=progress)
     timings["embed"] = time.perf_counter() - t0
+    if embedder is not None and cfg.chunk.enabled:   # the long items' windows (chunk.*)
+        t0 = time.perf_counter()
+        windows, counts["items split"] = embed_windows(
+            [t for c in ds.conversations() for t in rendered[c]], cfg=cfg, embedder=embedder,
+            cache=cache, progress=progress)
+        counts["windows"] = sum(len(w) for w in windows)
+        timings["embed_windows"] = time.perf_counter() - t0
 
     tables, terms, texts, ids = [], {}, {}, {}
     row_item, row_session, qrows = {}, {}, []
@@ -291,9 +312,10 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
                              for j in range(written, upto)]
                     vecs = None if doc_vecs is None else doc_vecs[d_off + written:d_off + upto]
                     mvecs = None if m_vecs is None else m_vecs[d_off + written:d_off + upto]
+                    wins = None if windows is None else windows[d_off + written:d_off + upto]
                     results = write_items(store, items[written:upto], batch, vecs,
                                           dataset=ds.card.name, writer=writer,
-                                          message_vectors=mvecs)
+                                          message_vectors=mvecs, windows=wins)
                     if tree is not None:
                         tree.add(items[written:upto], vecs)
                     if writer:

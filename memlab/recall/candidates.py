@@ -15,6 +15,10 @@ What the question itself says (issue 21, the ``query`` section) becomes columns 
 its time expressions name and each candidate's distance to it (:mod:`memlab.recall.timeexpr`),
 its type (:mod:`memlab.recall.qtype`) and whether it names a candidate's speaker
 (:mod:`memlab.recall.speaker`). They filter nothing.
+
+With ``chunk.enabled``, a long memory's windows (stored at write time, :mod:`memlab.windows`) give
+``chunk_max``, the query's best cosine over them, and ``chunk_gain`` (its excess over the whole
+text's cosine): read for the candidates the routes found, they add none.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from memlab.config import MemlabConfig, RecallConfig
 from memlab.recall import context
 from memlab.recall.background import (Background, calibrate_memory_side,
                                       language_codes, pair_calibration)
-from memlab.recall.features import LAYER_CODES, Features, TermSets, empty_table, make_columns
+from memlab.recall.features import (CHUNK_COLUMNS, LAYER_CODES, Features, TermSets, empty_table,
+                                    make_columns)
 from memlab.recall.qtype import type_code
 from memlab.recall.speaker import speaker_column
 from memlab.recall.timeexpr import Window, distance_days, resolve
 from memlab.text import extract_entities, memory_terms, temporal_intent, time_window_days
+from memlab.windows import window_max
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -58,6 +64,8 @@ class DenseIndex(Protocol):
                ) -> tuple[np.ndarray, np.ndarray]: ...
 
     def vectors(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def windows(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,9 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
     if background is not None and query_vectors is not None and dense is not None:
         bg = _BackgroundSignals(background, queries, query_vectors, cols["texts"], vec_pos, vecs,
                                 cfg.recall)
+    windows = None
+    if cfg.chunk.enabled and len(vecs):   # the long memories' stored windows (chunk.*)
+        windows = dense.windows(all_rows)
     layout = None
     if cfg.recall.session_context:      # where each candidate stands in its session
         layout = repo.session_layout(all_rows)
@@ -256,7 +267,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
         "intent", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std", "q_window_days",
         "window_dist_days", "q_type", "speaker_named", *context.ZSCORE_COLUMNS,
-        *context.SESSION_COLUMNS, "q_lang")}
+        *context.SESSION_COLUMNS, "q_lang", *CHUNK_COLUMNS)}
     qlang = language_codes(queries, cfg.recall)   # the abstention thresholds' language
     speakers = cols["speakers"] if cfg.query.speakers else None
     for qi, f in enumerate(found):
@@ -295,6 +306,10 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         for name, values in _context(cosine, f.bm25[keep], f.lex_rank[keep], idx, layout,
                                      cfg.recall).items():
             parts[name].append(values)
+        best = _window_best(query_vectors[qi] if has_qv[qi] else None, idx, windows, cosine,
+                            cfg.chunk.enabled)
+        parts["chunk_max"].append(best)
+        parts["chunk_gain"].append(best - cosine)
     if not parts["idx"]:
         return Features(table=empty_table(), query_texts=tuple(queries))
     cat = {c: np.concatenate(v) for c, v in parts.items()}
@@ -316,6 +331,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         speaker_named=cat["speaker_named"],
         **{c: cat[c] for c in (*context.ZSCORE_COLUMNS, *context.SESSION_COLUMNS)},
         q_lang=cat["q_lang"],
+        **{c: cat[c] for c in CHUNK_COLUMNS},
     )
     used = np.unique(i).tolist()
     texts, ids = cols["texts"], cols["ids"]
@@ -351,6 +367,30 @@ def _context(cosine: np.ndarray, bm25: np.ndarray, lex_rank: np.ndarray, idx: np
     out["sess_best"], out["sess_mean"] = context.session_stats(fz, f_floor, sess, length)
     out["sess_pos"], out["sess_first"], out["sess_last"] = context.positions(pos, length, sess)
     return out
+
+
+def _window_best(qv: np.ndarray | None, idx: np.ndarray,
+                 windows: tuple[np.ndarray, np.ndarray] | None, cosine: np.ndarray,
+                 enabled: bool) -> np.ndarray:
+    """The chunk_max column of one query's candidates ``idx`` (places in the batch's union;
+    ``windows``: (each window's place in the union, the unit vectors)): the best window cosine,
+    the whole text's cosine where a memory has no window; NaN without a cosine or with
+    ``chunk.enabled`` off."""
+    if not enabled:
+        return np.full(len(idx), np.nan)
+    best = np.asarray(cosine, np.float64).copy()
+    if windows is None or qv is None or not len(windows[0]):
+        return best
+    owner, vecs = windows
+    pick = np.isin(owner, idx)
+    if not pick.any():
+        return best
+    local = np.searchsorted(np.sort(idx), owner[pick])
+    order = np.argsort(idx)
+    wmax = window_max(qv, order[local], vecs[pick], len(idx))
+    has = ~np.isnan(wmax) & ~np.isnan(best)
+    best[has] = wmax[has]
+    return best
 
 
 class _TermsByRow(Mapping):

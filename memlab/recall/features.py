@@ -63,6 +63,10 @@ sess_last          float32   1 for the session's last turn, else 0 (recall.sessi
 q_lang             int8      the question's language as the background sample reads it
                              (:func:`memlab.recall.background.language_codes`: zh 0, en 1, mixed
                              or neither 2), for the per-language abstention thresholds
+-- window max (issue 21, chunk.*: memlab.windows; NaN when chunk.enabled is off) -----------------
+chunk_max          float32   the query's best cosine over the memory's stored windows; its cosine
+                             where it has none (not split); NaN without a cosine
+chunk_gain         float32   chunk_max - cosine (0 for a memory not split)
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
@@ -96,12 +100,17 @@ COLUMNS: dict[str, str] = {
     "sess_first": "float32", "sess_last": "float32",
     # calibrated abstention (issue 21): the question's language (zh 0, en 1, mixed 2)
     "q_lang": "int8",
+    # window max (issue 21): the best window of a long memory
+    "chunk_max": "float32", "chunk_gain": "float32",
 }
 
 #: The ranking-context columns (issue 21): NaN where unknown or gated off.
 CONTEXT_COLUMNS: tuple[str, ...] = ("dense_z", "bm25_z", "fused_z", "nb1_dense", "nb1_bm25",
                                     "nb2_dense", "nb2_bm25", "sess_best", "sess_mean",
                                     "sess_pos", "sess_first", "sess_last")
+
+#: The window-max columns (issue 21, chunk.*): NaN where unknown or gated off.
+CHUNK_COLUMNS: tuple[str, ...] = ("chunk_max", "chunk_gain")
 
 
 #: A feature table: a DataFrame, or a mapping of column name -> array (recall's own, faster path).
@@ -120,7 +129,9 @@ _NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank
             # ranking context (issue 21): unknown
             **{c: np.nan for c in CONTEXT_COLUMNS},
             # calibrated abstention (issue 21): unknown language (background.BOTH)
-            "q_lang": 2}
+            "q_lang": 2,
+            # window max (issue 21): unknown
+            **{c: np.nan for c in CHUNK_COLUMNS}}
 
 
 def empty_table() -> pd.DataFrame:

@@ -34,6 +34,7 @@ from .repository import Repository
 from .snapshot import in_write_transaction, read_snapshot
 from .vecscan import Damage, scan
 from .vectors import VectorCache, load_meta
+from .windows import WindowVectors
 
 log = logging.getLogger("memlab")
 T = TypeVar("T")
@@ -85,6 +86,11 @@ class DenseView:
         if len(vecs):
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         return pos, vecs
+
+    def windows(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(the position in ``rowids`` of each stored window's memory, the windows' unit
+        vectors) under this table's model version (:mod:`memlab.store.windows`)."""
+        return WindowVectors(self.cache.conn, self.cache.model_version).of(rowids)
 
     def applied(self, rowids: Sequence[int], vectors: Any, meta: Sequence[Any], *,
                 generation: int) -> None:
@@ -248,8 +254,8 @@ class Store:
             *, terms: Sequence[Sequence[str]], entities: Sequence[Sequence[str]],
             vectors: Any = None, fresh: Sequence[FreshVectors] = (),
             replacing: Sequence[str] = (),
-            prepare: Callable[[Repository, list[MemoryRecord]], list[MemoryRecord]] | None = None
-            ) -> list[MemoryRecord]:
+            prepare: Callable[[Repository, list[MemoryRecord]], list[MemoryRecord]] | None = None,
+            windows: Sequence[np.ndarray] | None = None) -> list[MemoryRecord]:
         """Add records (and, when given, the vectors of their texts) in one transaction.
 
         ``records``: the records, or a function called inside the transaction that returns them,
@@ -266,6 +272,10 @@ class Store:
         Without vectors the records are pending for the embedder's version. An all-zero vector
         means the embedder gives that text none: the record is stored with embedding_status
         'none' (lexical routes only). Returns the records as stored (status and model version).
+
+        ``windows``: with ``vectors``, the window vectors of each text (shape (m, dim), m = 0 for
+        a text not split; :mod:`memlab.windows`), stored in the same transaction for the records
+        given a vector (:mod:`memlab.store.windows`).
 
         ``prepare(repo, records) -> records``: a step run inside the transaction before the insert
         (the write side's lifecycle governance: fact supersession, the pin cap); what it changes
@@ -288,6 +298,8 @@ class Store:
                 entities = [entities[i] for i in keep]
                 if vectors is not None:
                     vectors = np.asarray(vectors)[keep]
+                if windows is not None:
+                    windows = [windows[i] for i in keep]
             else:
                 records = list(records)
             self.repo.delete(replacing)
@@ -298,6 +310,13 @@ class Store:
             if vectors is not None:
                 none, arr = self._split_empty(vectors, len(records))
                 applied = self._put(rowids, none, arr)
+                if windows is not None:
+                    if len(windows) != len(records):
+                        raise InvalidInput("windows", f"one array per record ({len(records)})",
+                                           len(windows))
+                    WindowVectors(self.conn, self.vectors.model_version).put(
+                        [r for r, e in zip(rowids, none) if not e],
+                        [w for w, e in zip(windows, none) if not e])
                 for f in fresh:
                     f.write(self.embeddings)
         if applied is None:

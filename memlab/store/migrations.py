@@ -56,6 +56,10 @@ Version 7 (facts over time, pins, usage feedback): see ``_V7`` below.
 
 Version 8 (safety, Reverie §12): ``memory_web_content``, untrusted web content stored apart from
 ``memory_records`` (:mod:`memlab.store.web`): no recall route, index or governance step reads it.
+
+Version 10 (issue 21, ``chunk.*``): ``memory_windows``, the window vectors of long memories
+(:mod:`memlab.store.windows`), deleted with their memory. A store of an older version opens with
+the table empty: its memories read as not split.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from .cache import CACHE_TABLE_SQL
 from .connect import Connection, db_path, transaction
 from .snapshot import read_snapshot
 from .web import WEB_TABLE_SQL
+from .windows import WINDOW_TABLE_SQL
 
 
 def _in(values: Sequence[str]) -> str:
@@ -336,6 +341,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
         "DROP TRIGGER memory_records_log_update",
         _change_trigger("UPDATE"),
     )),
+    (10, "memory_windows: window vectors of long memories (chunk max, issue 21)",
+     WINDOW_TABLE_SQL),
 )
 
 LATEST = MIGRATIONS[-1][0]

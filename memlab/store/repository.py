@@ -231,6 +231,7 @@ class Repository:
                       for m in registered_tables(conn)]
             if text_changed:
                 conn.execute("DELETE FROM memory_embeddings WHERE rowid = ?", (rowid,))
+                conn.execute("DELETE FROM memory_windows WHERE row = ?", (rowid,))   # old text's
                 for cache in caches:
                     cache.delete([rowid])
             elif any(getattr(old, f) != getattr(new, f) for f in VECTOR_META_FIELDS):

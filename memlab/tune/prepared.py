@@ -30,8 +30,8 @@ import pandas as pd
 
 from memlab.bench.replay import Replayed
 from memlab.bench.run import question_keys
-from memlab.recall.features import (COLUMNS, COGNITIVE_CODES, CONTEXT_COLUMNS, LAYER_CODES,
-                                    column, n_rows)
+from memlab.recall.features import (CHUNK_COLUMNS, COLUMNS, COGNITIVE_CODES, CONTEXT_COLUMNS,
+                                    LAYER_CODES, column, n_rows)
 from memlab.recall.score import INTENT_FIRST, REVERIE_MEMORY_COLUMNS, floor_z
 from memlab.tune import kernels
 from memlab.tune.blocks import block_layout, rows_layout
@@ -57,7 +57,7 @@ RELEVANT_MEMO = 2
 BLOCK_ROWS = 48_000
 
 _NULLABLE = ("cosine", "tree_distance", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std",
-             "window_dist_days", *CONTEXT_COLUMNS)
+             "window_dist_days", *CONTEXT_COLUMNS, *CHUNK_COLUMNS)
 
 
 def _dtype(kind: str) -> type:

@@ -63,6 +63,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "length": ("text_len",),
     "background": ("q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std"),
     "gates": GATE_FEATURES,
+    "chunk": ("chunk_max", "chunk_gain"),     # issue 21: the window max (chunk.*)
 }
 #: +1: more is better (see the module doc)
 MONOTONE: dict[str, int] = {c: 1 for c in (

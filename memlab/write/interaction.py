@@ -131,7 +131,8 @@ def store_interaction(pipeline: WritePipeline, user_message: str, assistant_repl
 def remember_items(pipeline: WritePipeline, items: Sequence[Mapping[str, Any]], *, now: float,
                    rng: np.random.Generator, llm: LLM | None, degraded: Degraded,
                    vectors: np.ndarray | None = None,
-                   message_vectors: np.ndarray | None = None) -> list[InteractionResult]:
+                   message_vectors: np.ndarray | None = None,
+                   windows: Sequence[np.ndarray] | None = None) -> list[InteractionResult]:
     """``MemoryStore.remember_many``: validate add_many items that may carry ``message`` and
     ``reply`` (what the scorer and the gate read; default their text and ''), then
     :func:`remember` them."""
@@ -146,24 +147,27 @@ def remember_items(pipeline: WritePipeline, items: Sequence[Mapping[str, Any]], 
                        limit_name="recall.max_text_chars")
         if not isinstance(r, str):
             raise InvalidInput(f"items[{i}].reply", "must be a string", type(r).__name__)
-    for name, arr in (("vectors", vectors), ("message_vectors", message_vectors)):
+    for name, arr in (("vectors", vectors), ("message_vectors", message_vectors),
+                      ("windows", windows)):
         if arr is not None and len(arr) != len(drafts):
             raise InvalidInput(name, f"one vector per item ({len(drafts)})", len(arr))
     return remember(pipeline, drafts, messages=[m or d.text for m, d in zip(messages, drafts)],
                     replies=replies, now=now, rng=rng, llm=llm, degraded=degraded,
-                    vectors=vectors, message_vectors=message_vectors)
+                    vectors=vectors, message_vectors=message_vectors, windows=windows)
 
 
 def remember(pipeline: WritePipeline, drafts: Sequence[Draft], *, messages: Sequence[str],
              replies: Sequence[str], now: float, rng: np.random.Generator, llm: LLM | None,
              degraded: Degraded, vectors: np.ndarray | None = None,
-             message_vectors: np.ndarray | None = None) -> list[InteractionResult]:
+             message_vectors: np.ndarray | None = None,
+             windows: Sequence[np.ndarray] | None = None) -> list[InteractionResult]:
     """Steps 2-5 for drafts already validated (store_interaction: one; benchmark writer mode: a
     batch), all written in one transaction. ``messages``/``replies``: what the §5 scorer and the
     gate read for each draft. A draft with an explicit layer (a card's permanent memory) is
     written as given, never gated or drawn; one with an explicit importance is not re-scored.
     ``vectors``: precomputed vectors of the drafts' texts, ``message_vectors`` of the messages
-    embedded as queries (benchmarks: embedded once through their cache)."""
+    embedded as queries (benchmarks: embedded once through their cache), ``windows`` the
+    window vectors of the texts (:meth:`WritePipeline.commit`)."""
     cfg = pipeline.config
     counters = pipeline.counters
     # ② importance (⑤: each message against its owner's memories, as §5 searches user_message)
@@ -213,7 +217,8 @@ def remember(pipeline: WritePipeline, drafts: Sequence[Draft], *, messages: Sequ
             continue
         write.append(j)
     routed = pipeline.commit([drafts[j] for j in write],
-                             vectors=None if vectors is None else np.asarray(vectors)[write])
+                             vectors=None if vectors is None else np.asarray(vectors)[write],
+                             windows=None if windows is None else [windows[j] for j in write])
     for j, r in zip(write, routed):
         res = results[j]
         if r.record is None:

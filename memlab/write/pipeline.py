@@ -43,6 +43,7 @@ from memlab.write.familiars import deprecate_superseded
 from memlab.write.pins import check_pin_cap
 from memlab.write.records import Draft, TenantFn, finish, prepare
 from memlab.write.web import WEB_LAYER, is_web, store_web, web_record
+from memlab.windows import split_many
 from memlab.store.connect import transaction
 
 #: texts -> (their document vectors or None: stored pending, vectors the cache lacks)
@@ -50,6 +51,8 @@ EmbedFn = Callable[[list[str]], "tuple[np.ndarray | None, list[FreshVectors]]"]
 #: (texts, owner, now, their query vectors or None) -> number of stored memories of that owner
 #: associated with each text (§5 ⑤)
 AssociateFn = Callable[[list[str], "tuple[str, str]", float, "np.ndarray | None"], Sequence[int]]
+#: window texts -> (their document vectors, or None: not embedded; the vectors the cache lacks)
+WindowEmbedFn = Callable[[list[str]], "tuple[np.ndarray | None, FreshVectors | None]"]
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,11 @@ class WritePipeline:
     """One store's write path (see the module docstring). ``counters``: the store's ``stats``."""
 
     def __init__(self, store: Store, *, config: MemlabConfig, tenant: TenantFn, embed: EmbedFn,
-                 associate: AssociateFn | None, counters: Counter[str]) -> None:
+                 associate: AssociateFn | None, counters: Counter[str],
+                 embed_windows: WindowEmbedFn | None = None) -> None:
         self.store, self.config = store, config
         self._tenant, self._embed, self._associate = tenant, embed, associate
+        self._embed_windows = embed_windows
         self.counters = counters
 
     # -- the steps ------------------------------------------------------------------------------
@@ -135,10 +140,13 @@ class WritePipeline:
         return records
 
     def commit(self, drafts: Sequence[Draft], *, vectors: np.ndarray | None = None,
-               replacing: Sequence[str] = (), supersede: bool = False) -> list[Routed]:
+               replacing: Sequence[str] = (), supersede: bool = False,
+               windows: Sequence[np.ndarray] | None = None) -> list[Routed]:
         """Steps 4-5: embed (unless ``vectors`` are given), then route and insert in one
         transaction. One :class:`Routed` per draft, in order. ``replacing``: ids deleted in the
-        same transaction (a character card's re-sync). ``supersede``: see :meth:`govern`."""
+        same transaction (a character card's re-sync). ``supersede``: see :meth:`govern`.
+        ``windows``: with ``chunk.enabled``, the window vectors of each text (:meth:`windows`;
+        default: split and embedded here, with the texts' vectors)."""
         if not drafts:
             if replacing:
                 self.store.add([], terms=[], entities=[], replacing=replacing)
@@ -152,6 +160,13 @@ class WritePipeline:
             vectors, fresh = self._embed(texts)
         elif len(vectors) != len(drafts):
             raise InvalidInput("vectors", f"one vector per item ({len(drafts)})", len(vectors))
+        if not self.config.chunk.enabled or vectors is None:
+            windows = None
+        elif windows is None:
+            windows, new = self.windows(texts)
+            fresh = fresh + ([new] if new is not None else [])
+        elif len(windows) != len(drafts):
+            raise InvalidInput("windows", f"one array per item ({len(drafts)})", len(windows))
         routed: list[Routed] = []
         web = {i: web_record(d) for i, d in enumerate(drafts) if is_web(d)}
 
@@ -183,9 +198,10 @@ class WritePipeline:
                           terms=[terms[i] for i in sorted(web)],
                           vectors=None if vectors is None else np.asarray(vectors)[sorted(web)],
                           fresh=fresh if len(web) == len(drafts) else [])
-                stored = self._add(build, terms, ents, vectors, fresh, replacing, supersede)
+                stored = self._add(build, terms, ents, vectors, fresh, replacing, supersede,
+                                   windows)
         else:
-            stored = self._add(build, terms, ents, vectors, fresh, replacing, supersede)
+            stored = self._add(build, terms, ents, vectors, fresh, replacing, supersede, windows)
         # the records as stored (embedding status and model version) in place of the built ones
         routed[:] = [Routed(next(stored), r.layer, r.threshold)
                      if r.record is not None and r.layer != WEB_LAYER else r for r in routed]
@@ -194,19 +210,38 @@ class WritePipeline:
         self.counters["web content added"] += len(web)
         return routed
 
-    def _add(self, build, terms, ents, vectors, fresh, replacing, supersede):
+    def _add(self, build, terms, ents, vectors, fresh, replacing, supersede, windows):
         return iter(self.store.add(build, terms=terms, entities=ents, vectors=vectors,
-                                   fresh=fresh, replacing=replacing,
+                                   fresh=fresh, replacing=replacing, windows=windows,
                                    prepare=functools.partial(self.govern, supersede=supersede)))
+
+    def windows(self, texts: Sequence[str]
+                ) -> tuple[list[np.ndarray] | None, FreshVectors | None]:
+        """(each text's window vectors, (m, dim) with m = 0 for a text not split; the vectors the
+        cache lacks), the windows of every text embedded in one batch (:mod:`memlab.windows`,
+        ``chunk.*``); (None, None) without a window embedder or when it gives no vectors (the
+        memories are then stored unsplit: recall reads their whole-text cosine)."""
+        flat, counts = split_many(texts, self.config.chunk)
+        if self._embed_windows is None:
+            return None, None
+        if not flat:
+            return [np.zeros((0, 1), np.float32)] * len(texts), None
+        vecs, new = self._embed_windows(flat)
+        if vecs is None:
+            return None, None
+        self.counters["windows embedded"] += len(flat)
+        cuts = np.cumsum(counts)[:-1]
+        return np.split(np.asarray(vecs, np.float32), cuts), new
 
     # -- add / add_many ---------------------------------------------------------------------------
     def write(self, items: Iterable[Mapping[str, Any]], *, now: float,
               vectors: np.ndarray | None = None, replacing: Sequence[str] = (),
-              turn: int | None = None, supersede: bool = False) -> list[MemoryRecord]:
+              turn: int | None = None, supersede: bool = False,
+              windows: Sequence[np.ndarray] | None = None) -> list[MemoryRecord]:
         """add_many: every item is stored (an explicit write: a memory below the long-term
         threshold goes short term, never dropped), all or nothing. ``supersede``: see
         :meth:`govern`."""
         drafts = self.prepare(items, now=now, turn=turn)
         self.score(drafts, now=now)
         return [r.record for r in self.commit(drafts, vectors=vectors, replacing=replacing,
-                                              supersede=supersede)]
+                                              supersede=supersede, windows=windows)]

@@ -801,3 +801,86 @@ def test_query_columns_a_sweep_reads_equal_live_features(tmp_path):
     assert (values[:, 0] > 0).any() and (values[:, 1] == 0).any() and (values[:, 1] > 0).any()
     assert np.isnan(values[:, 1]).any() and (values[:, 2] > 0).any()
     assert (values[:, 3] == 1).any() and (values[:, 3] == -1).any()
+
+
+# -- the window-max columns (issue 21, chunk.*) ---------------------------------------------------
+#: windows small enough that most of the parity set's turns ("{speaker}: {text}") are split
+_CHUNK = {"chunk.enabled": True, "chunk.words": 3, "chunk.min_words": 4, "chunk.chars": 4,
+          "chunk.min_chars": 6, "chunk.overlap": 0.5}
+
+
+@pytest.fixture(scope="module")
+def chunk_world(tmp_path_factory):
+    """The parity set replayed with windows (through the feature cache, as a sweep reads it) and
+    written into store files through the facade with the same config."""
+    tmp = tmp_path_factory.mktemp("parity-chunk")
+    ds, base = _dataset(), _base(tmp).replace(**_CHUNK)
+    replay_cached(ds, base, embedder=HashingEmbedder(), progress=False)
+    rep = replay_cached(ds, base, embedder=HashingEmbedder(), progress=False)
+    assert "feature_cache_load" in rep.timings and rep.counts["feature_cache_hit"] == 1
+    files = {}
+    for conv in ds.conversations():
+        files[conv] = tmp / f"{conv}.sqlite"
+        store = open_store(files[conv], config=base, embedder=HashingEmbedder())
+        try:
+            store.add_many([_fields(it) for it in ds.items_of(conv)])
+        finally:
+            store.close()
+    return {"ds": ds, "base": base, "rep": rep, "files": files}
+
+
+def test_chunk_columns_equal_live_features(chunk_world):
+    """chunk_max and chunk_gain of the cached replay equal those of live ``features()`` memory by
+    memory; most candidates are split, and the window max differs from the cosine in many."""
+    from memlab.recall.features import CHUNK_COLUMNS
+
+    ds, base, rep = chunk_world["ds"], chunk_world["base"], chunk_world["rep"]
+    table = rep.features.table
+    compared = gained = 0
+    qid = 0
+    for conv in ds.conversations():
+        store = open_store(chunk_world["files"][conv], config=base, embedder=HashingEmbedder())
+        try:
+            for q in sorted(ds.questions_of(conv), key=lambda q: q.asked_at):
+                live = store.features([q.text], k=ranked_per_question(base),
+                                      now=q.asked_at.timestamp())
+                lt = live.table.assign(item=[live.ids[int(r)] for r in live.table["row"]])
+                st = table[table["qid"] == qid]
+                st = st.assign(item=[rep.row_item[int(r)] for r in st["row"]])
+                lt, st = lt.set_index("item").sort_index(), st.set_index("item").sort_index()
+                assert list(lt.index) == list(st.index), (conv, q.query_id)
+                pd.testing.assert_frame_equal(lt[list(CHUNK_COLUMNS)], st[list(CHUNK_COLUMNS)])
+                compared += len(lt)
+                gained += int((lt["chunk_gain"].abs() > 1e-6).sum())
+                qid += 1
+        finally:
+            store.close()
+    assert qid == len(ds.questions) and rep.counts["items split"] > len(ds.items) // 2
+    assert gained > compared // 4
+
+
+def test_learned_rankings_over_chunk_columns_equal_live_recall(chunk_world, tmp_path):
+    """A learned model that reads chunk_max and chunk_gain ranks the cached replay as live
+    ``recall()`` ranks the stores."""
+    from memlab.recall.features import CHUNK_COLUMNS
+    from memlab.recall.learned import save_model
+    from memlab.tune.fit import fit_hgb
+
+    ds, base, rep = chunk_world["ds"], chunk_world["base"], chunk_world["rep"]
+    model, feats, _ = fit_hgb(rep, base, min_samples_leaf=2, early_stopping=False, max_iter=30)
+    assert set(CHUNK_COLUMNS) <= set(feats)
+    path = save_model(model, tmp_path / "chunk.skops", features=feats)
+    cfg = base.replace(**{"fusion.scorer": "learned", "fusion.learned_model": str(path)})
+    swept = rankings(rep, cfg)
+    compared = 0
+    for conv in ds.conversations():
+        store = open_store(chunk_world["files"][conv], config=cfg, embedder=HashingEmbedder())
+        try:
+            for q in ds.questions_of(conv):
+                got = store.recall(q.text, k=ranked_per_question(cfg),
+                                   clock=FixedClock(q.asked_at.timestamp()))
+                assert swept[f"{conv}::{q.query_id}"] == [f"{conv}::{m.id}" for m in got.memories]
+                compared += bool(got.memories)
+        finally:
+            store.close()
+    assert compared > len(ds.questions) // 2
