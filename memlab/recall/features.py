@@ -59,6 +59,10 @@ sess_mean          float32   mean fused_z over its session's turns
 sess_pos           float32   position / (turns - 1) in its session (0 first, 1 last)
 sess_first         float32   1 for the session's first turn, else 0
 sess_last          float32   1 for the session's last turn, else 0 (recall.session_context)
+-- expanded keys (issue 21, recall.expanded_keys: memlab.write.keys; NaN when off) ----------------
+key_bm25           float32   BM25 of the question's terms, dates and atom kinds over the memory's
+                             expanded keys (its fact, names, dates, atom kinds); 0: none shared
+key_bm25_z         float32   key_bm25 z-scored over the query's candidates (all equal: 0)
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
@@ -90,6 +94,8 @@ COLUMNS: dict[str, str] = {
     "nb1_bm25": "float32", "nb2_dense": "float32", "nb2_bm25": "float32",
     "sess_best": "float32", "sess_mean": "float32", "sess_pos": "float32",
     "sess_first": "float32", "sess_last": "float32",
+    # expanded keys (issue 21): BM25 over the key field written with every memory
+    "key_bm25": "float32", "key_bm25_z": "float32",
 }
 
 #: The ranking-context columns (issue 21): NaN where unknown or gated off.
@@ -112,7 +118,9 @@ _NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank
             "q_window_days": 0.0, "window_dist_days": np.nan, "q_type": 0,
             "speaker_named": 0,
             # ranking context (issue 21): unknown
-            **{c: np.nan for c in CONTEXT_COLUMNS}}
+            **{c: np.nan for c in CONTEXT_COLUMNS},
+            # expanded keys (issue 21): unknown
+            "key_bm25": np.nan, "key_bm25_z": np.nan}
 
 
 def empty_table() -> pd.DataFrame:

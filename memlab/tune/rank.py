@@ -62,6 +62,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "tree": ("tree_distance",),
     "length": ("text_len",),
     "background": ("q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std"),
+    "keys": ("key_bm25", "key_bm25_z"),
     "gates": GATE_FEATURES,
 }
 #: +1: more is better (see the module doc)
