@@ -6,7 +6,8 @@ statements and a JSON decode per candidate (tens of milliseconds at 10k-100k mem
 holds the same data as arrays — one *position* per stored version of a memory — and answers the
 same calls as :class:`~memlab.store.repository.Repository` with the same results
 (``permanent_candidates``, ``lexical_candidates``, ``entity_candidates``, ``entity_matches``,
-``feature_columns``; parity-tested), so :func:`memlab.recall.candidates.build_features` takes either.
+``feature_columns``, ``key_bm25``: the expanded-key field's BM25 from its own document
+frequencies and totals; parity-tested), so :func:`memlab.recall.candidates.build_features` takes either.
 
 Keeping in step (schema version 2): triggers on ``memory_records`` count every insert, delete and
 update of a column read here in ``memory_generation.gen`` and log the rowid in ``memory_changes``.

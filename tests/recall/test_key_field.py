@@ -5,6 +5,7 @@ a memory only through its keys, the SQL and in-process paths equal, a store of v
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -63,7 +64,7 @@ def _frame(s, questions):
 
 def test_keys_are_written_with_their_statistics(store):
     conn = store._store.conn
-    got = [(i, __import__("json").loads(k)) for i, k in conn.execute(
+    got = [(i, json.loads(k)) for i, k in conn.execute(
         "SELECT id, keys_json FROM memory_records ORDER BY rowid")]
     assert got == [(f"m{i}", k) for i, k in enumerate(KEYS)]
     assert dict(conn.execute("SELECT term, df FROM key_stats")) == {
