@@ -323,6 +323,16 @@ class RecallConfig(_Section):
         "Off (the default: no preset's formula reads them; turn it on to fit a learned ranker "
         "over them, e.g. memlab fit --set recall.session_context=true): NaN.",
         stage="candidates")
+    expanded_keys: bool = _f(
+        False, "Expanded keys (issue 21): each memory is written with a second lexical field, "
+        "what memlab's rules read from its text (its fact's attribute and value, facts.patterns; "
+        "its names; its calendar dates in one form, 4月27日 = April 27th = date:04-27; the kinds "
+        "of its typed atoms, jobs.atom_*; memlab.write.keys), and the question's BM25 over that "
+        "field (its lexical terms, dates and atom kinds; recall.bm25_k1/bm25_b) is the column "
+        "key_bm25, with key_bm25_z its z-score over the query's candidates. Off: keys are not "
+        "written and both columns are NaN. A store written with it off has no keys until its "
+        "memories are written again. memlab's choice: off (measured in the README, issue 21).",
+        stage="ingest")
 
 
 class FusionConfig(_Section):
@@ -994,23 +1004,23 @@ class JobsConfig(_Section):
         r"[。！？!?；;\n，]+|\.(?:\s+|$)|,\s*(?i:and|but|so|while)\s+", "Where a memory text "
         "is cut into clauses before the atom rules run (each matching clause is one atom). "
         "memlab's choice: sentence ends, the full-width comma, and ', and'/', but'/', so'/', "
-        "while'.", stage="runtime", spec="reverie §11.4")
+        "while'.", stage="ingest", spec="reverie §11.4")
     atom_preference: tuple[str, ...] = _f(
         _zh_en("喜欢|爱吃|爱喝|爱玩|爱看|爱听|最爱|热爱|偏爱|偏好|讨厌|受不了|不爱",
                r"(?<!looks )(?<!look )(?<!feels )(?<!seems )likes?|loves?|prefers?|enjoys?|"
                r"hates?|dislikes?|adores?|favou?rites?|can'?t stand|fond of"),
-        "Rules of preference atoms (likes and dislikes).", stage="runtime", spec="reverie §11.4")
+        "Rules of preference atoms (likes and dislikes).", stage="ingest", spec="reverie §11.4")
     atom_constraint: tuple[str, ...] = _f(
         _zh_en("过敏|忌口|不能|不可以|不许|不准|禁止|必须|务必|千万别|不要|吃素|戒了",
                r"allergic|intolerant|can'?t (?:eat|drink|have)|cannot|must(?:n'?t| not)?|"
                r"not allowed|avoids?|vegetarian|vegan"),
-        "Rules of constraint atoms (allergies, must and must-not).", stage="runtime",
+        "Rules of constraint atoms (allergies, must and must-not).", stage="ingest",
         spec="reverie §11.4")
     atom_promise: tuple[str, ...] = _f(
         _zh_en("答应|承诺|约定|保证|说好|发誓|一言为定|下次一定",
                r"promise[sd]?|promising|swore|swear|vow(?:ed)?|agreed to|gave (?:my|her|his|"
                r"their) word|will definitely|won'?t forget to"),
-        "Rules of promise atoms (promises and agreements).", stage="runtime",
+        "Rules of promise atoms (promises and agreements).", stage="ingest",
         spec="reverie §11.4")
     atom_event: tuple[str, ...] = _f(
         _zh_en("事件记忆：|昨天|前天|今天|上周|上个月|去年|那天|去了|参加了|搬家|搬到|结婚|毕业|"
@@ -1018,13 +1028,13 @@ class JobsConfig(_Section):
                r"yesterday|today|last (?:week|month|year|night|weekend)|"
                r"this morning|went to|visited|attended|moved to|got married|graduated|met|"
                r"happened"),
-        "Rules of event atoms (something that happened).", stage="runtime",
+        "Rules of event atoms (something that happened).", stage="ingest",
         spec="reverie §11.4")
     atom_lesson: tuple[str, ...] = _f(
         _zh_en("教训|学到|学会了|明白了|以后记得|以后别|下次要|下次别|下次不|记住|吸取|早知道|不该",
                r"learned|learnt|lessons?|next time|from now on|should(?:n'?t)? have|"
                r"note to self|remember to|realized|realised"),
-        "Rules of lesson atoms (what was learned for next time).", stage="runtime",
+        "Rules of lesson atoms (what was learned for next time).", stage="ingest",
         spec="reverie §11.4")
 
     @field_validator("atom_clause_split")

@@ -18,6 +18,7 @@ RANK = {
     "home": 0.5,         # where caches, results and mlflow.db live (MEMLAB_HOME)
     "notebook": 0.5,     # figures shown inline in a Jupyter kernel (IPython's printer)
     "config": 1, "inputs": 1, "text": 1,
+    "windows": 1,        # a long text's windows and their best cosine (pure: config, numpy)
     "safety": 1.5,       # pure checks of what is written and recalled (config, errors, types only)
     "cliutil": 1.5,      # what the command modules share (fail, option declarations, config of
                          # --config/--set): below every package that has a cli.py (vram is 2.5)

@@ -14,29 +14,18 @@ current text, in the transaction that completes the job.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memlab.config import JobsConfig
 from memlab.errors import InvalidInput
 from memlab.inputs import check_ids
 from memlab.store import Connection
 from memlab.store.migrations import ATOM_KINDS
+from memlab.write.atoms import Atom, clauses, extract_atoms  # noqa: F401 (the rules, re-exported)
 
 from .kinds import JobContext, JobKind, Outcome, check_owner_payload, owner_of, register
-
-
-@dataclass(frozen=True)
-class Atom:
-    """One typed atom: its ``kind``, the clause (``text``) and the ``rule`` that matched."""
-
-    kind: str
-    text: str
-    rule: str
 
 
 @dataclass(frozen=True)
@@ -52,36 +41,6 @@ class StoredAtom:
     rule: str
     job_id: int | None
     created_at: float
-
-
-@functools.lru_cache(maxsize=16)
-def _compiled(cfg: JobsConfig) -> tuple[re.Pattern[str], tuple[tuple[str, tuple[re.Pattern[str],
-                                                                              ...]], ...]]:
-    rules = tuple((kind, tuple(re.compile(r) for r in getattr(cfg, f"atom_{kind}")))
-                  for kind in ATOM_KINDS)
-    return re.compile(cfg.atom_clause_split), rules
-
-
-def clauses(text: str, cfg: JobsConfig) -> list[str]:
-    """The non-blank clauses of ``text`` (cut at ``jobs.atom_clause_split``), stripped."""
-    split, _ = _compiled(cfg)
-    return [c.strip() for c in split.split(text) if c and c.strip()]
-
-
-def extract_atoms(text: str, cfg: JobsConfig) -> list[Atom]:
-    """The atoms of ``text``, in clause order, kinds in the order of ``ATOM_KINDS``; each (kind,
-    clause) once, with the first rule of the kind that matched."""
-    _, rules = _compiled(cfg)
-    out: dict[tuple[str, str], Atom] = {}
-    for clause in clauses(text, cfg):
-        for kind, patterns in rules:
-            if (kind, clause) in out:
-                continue
-            for rx in patterns:
-                if rx.search(clause):
-                    out[kind, clause] = Atom(kind, clause, rx.pattern)
-                    break
-    return list(out.values())
 
 
 def _check_payload(payload: Mapping[str, Any]) -> None:

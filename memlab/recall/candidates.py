@@ -19,6 +19,11 @@ its type (:mod:`memlab.recall.qtype`) and whether it names a candidate's speaker
 With ``chunk.enabled``, a long memory's windows (stored at write time, :mod:`memlab.windows`) give
 ``chunk_max``, the query's best cosine over them, and ``chunk_gain`` (its excess over the whole
 text's cosine): read for the candidates the routes found, they add none.
+
+With ``recall.expanded_keys``, the question's terms over the expanded-key field written with every
+memory (:func:`memlab.write.keys.query_keys`: its lexical terms, dates and atom kinds) give each
+candidate a second BM25 (``key_bm25``, :meth:`Repository.key_bm25`) and its z-score over the
+query's candidates (``key_bm25_z``). The field scores candidates; it is no route.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from memlab.recall.speaker import speaker_column
 from memlab.recall.timeexpr import Window, distance_days, resolve
 from memlab.text import extract_entities, memory_terms, temporal_intent, time_window_days
 from memlab.windows import window_max
+from memlab.write.keys import query_keys
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -91,6 +97,7 @@ class _Routes:
     since: float | None
     window: Window | None = None   # the question's time expressions (query.time_expressions)
     qtype: int = 0                 # its type bits (query.question_types)
+    keys: tuple[str, ...] | None = None   # its terms over the key field (recall.expanded_keys)
 
 
 def _first_found(parts: Sequence[np.ndarray]) -> tuple[np.ndarray, Callable[[np.ndarray],
@@ -162,8 +169,9 @@ def _routes(query: str, qv: np.ndarray | None, *, repo, dense: DenseIndex | None
         else None
     qtype = type_code(query, en=qc.type_rules_en, zh=qc.type_rules_zh) if qc.question_types \
         else 0
+    keys = tuple(query_keys(query, cfg)) if rc.expanded_keys else None
     return _Routes(rows, dense_rank, lex_rank, bm25, entity, frozenset(qterms), intent, since,
-                   asked, qtype)
+                   asked, qtype, keys)
 
 
 def _with_history(d_rows: np.ndarray, d_cos: np.ndarray, qv: np.ndarray, *, repo,
@@ -267,7 +275,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         "qid", "idx", "cosine", "lexical", "bm25", "dense_rank", "lexical_rank", "entity",
         "intent", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std", "q_window_days",
         "window_dist_days", "q_type", "speaker_named", *context.ZSCORE_COLUMNS,
-        *context.SESSION_COLUMNS, "q_lang", *CHUNK_COLUMNS)}
+        *context.SESSION_COLUMNS, "q_lang", *CHUNK_COLUMNS, *KEY_COLUMNS)}
     qlang = language_codes(queries, cfg.recall)   # the abstention thresholds' language
     speakers = cols["speakers"] if cfg.query.speakers else None
     for qi, f in enumerate(found):
@@ -310,6 +318,8 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
                             cfg.chunk.enabled)
         parts["chunk_max"].append(best)
         parts["chunk_gain"].append(best - cosine)
+        for name, values in _key_columns(f.keys, all_rows[idx], repo, scope).items():
+            parts[name].append(values)
     if not parts["idx"]:
         return Features(table=empty_table(), query_texts=tuple(queries))
     cat = {c: np.concatenate(v) for c, v in parts.items()}
@@ -331,7 +341,7 @@ def build_features(queries: Sequence[str], *, query_vectors: np.ndarray | None, 
         speaker_named=cat["speaker_named"],
         **{c: cat[c] for c in (*context.ZSCORE_COLUMNS, *context.SESSION_COLUMNS)},
         q_lang=cat["q_lang"],
-        **{c: cat[c] for c in CHUNK_COLUMNS},
+        **{c: cat[c] for c in (*CHUNK_COLUMNS, *KEY_COLUMNS)},
     )
     used = np.unique(i).tolist()
     texts, ids = cols["texts"], cols["ids"]
@@ -391,6 +401,19 @@ def _window_best(qv: np.ndarray | None, idx: np.ndarray,
     has = ~np.isnan(wmax) & ~np.isnan(best)
     best[has] = wmax[has]
     return best
+KEY_COLUMNS = ("key_bm25", "key_bm25_z")
+
+
+def _key_columns(keys: tuple[str, ...] | None, rows: np.ndarray, repo, scope: Scope
+                 ) -> dict[str, np.ndarray]:
+    """The expanded-key columns of one query's candidates (``rows``): BM25 of the question's key
+    terms over each memory's keys, and its z-score over the candidates (all of them scored: no
+    shared key is a BM25 of 0). NaN with ``recall.expanded_keys`` off (``keys`` None)."""
+    if keys is None:
+        return {c: np.full(len(rows), np.nan) for c in KEY_COLUMNS}
+    score = repo.key_bm25(keys, rows, agent_id=scope.agent_id, user_id=scope.user_id)
+    return {"key_bm25": score,
+            "key_bm25_z": context.route_z(score, np.ones(len(rows), bool))[0]}
 
 
 class _TermsByRow(Mapping):

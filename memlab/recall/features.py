@@ -67,6 +67,10 @@ q_lang             int8      the question's language as the background sample re
 chunk_max          float32   the query's best cosine over the memory's stored windows; its cosine
                              where it has none (not split); NaN without a cosine
 chunk_gain         float32   chunk_max - cosine (0 for a memory not split)
+-- expanded keys (issue 21, recall.expanded_keys: memlab.write.keys; NaN when off) ----------------
+key_bm25           float32   BM25 of the question's terms, dates and atom kinds over the memory's
+                             expanded keys (its fact, names, dates, atom kinds); 0: none shared
+key_bm25_z         float32   key_bm25 z-scored over the query's candidates (all equal: 0)
 =================  ========  =====================================================================
 
 Term sets (for dedup) and texts travel beside the table, keyed by ``row``.
@@ -102,6 +106,8 @@ COLUMNS: dict[str, str] = {
     "q_lang": "int8",
     # window max (issue 21): the best window of a long memory
     "chunk_max": "float32", "chunk_gain": "float32",
+    # expanded keys (issue 21): BM25 over the key field written with every memory
+    "key_bm25": "float32", "key_bm25_z": "float32",
 }
 
 #: The ranking-context columns (issue 21): NaN where unknown or gated off.
@@ -131,7 +137,9 @@ _NEUTRAL = {"qid": 0, "cosine": np.nan, "lexical": 0.0, "bm25": 0.0, "dense_rank
             # calibrated abstention (issue 21): unknown language (background.BOTH)
             "q_lang": 2,
             # window max (issue 21): unknown
-            **{c: np.nan for c in CHUNK_COLUMNS}}
+            **{c: np.nan for c in CHUNK_COLUMNS},
+            # expanded keys (issue 21): unknown
+            "key_bm25": np.nan, "key_bm25_z": np.nan}
 
 
 def empty_table() -> pd.DataFrame:

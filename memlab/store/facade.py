@@ -252,6 +252,7 @@ class Store:
 
     def add(self, records: Sequence[MemoryRecord] | Callable[[], Sequence[MemoryRecord | None]],
             *, terms: Sequence[Sequence[str]], entities: Sequence[Sequence[str]],
+            keys: Sequence[Sequence[str]] | None = None,
             vectors: Any = None, fresh: Sequence[FreshVectors] = (),
             replacing: Sequence[str] = (),
             prepare: Callable[[Repository, list[MemoryRecord]], list[MemoryRecord]] | None = None,
@@ -261,7 +262,8 @@ class Store:
         ``records``: the records, or a function called inside the transaction that returns them,
         one per text (the write pipeline chooses layers there: its budget reads and the insert
         see one state); a None there is a text not stored after all: its terms, entities and
-        vector are dropped, and when none is stored nothing is written.
+        vector are dropped, and when none is stored nothing is written. ``keys``: each text's
+        expanded keys (:mod:`memlab.write.keys`; None: none).
         ``replacing``: ids of memories deleted in the same transaction (a character card's
         re-sync: the old anchors go as the new ones come, or neither).
 
@@ -296,6 +298,7 @@ class Store:
                 records = [built[i] for i in keep]
                 terms = [terms[i] for i in keep]
                 entities = [entities[i] for i in keep]
+                keys = None if keys is None else [keys[i] for i in keep]
                 if vectors is not None:
                     vectors = np.asarray(vectors)[keep]
                 if windows is not None:
@@ -306,7 +309,7 @@ class Store:
             if not records:
                 return []
             records = self._prepare(prepare, records)
-            rowids = self.repo.add(records, terms=terms, entities=entities)
+            rowids = self.repo.add(records, terms=terms, entities=entities, keys=keys)
             if vectors is not None:
                 none, arr = self._split_empty(vectors, len(records))
                 applied = self._put(rowids, none, arr)

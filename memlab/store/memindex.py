@@ -6,7 +6,8 @@ statements and a JSON decode per candidate (tens of milliseconds at 10k-100k mem
 holds the same data as arrays — one *position* per stored version of a memory — and answers the
 same calls as :class:`~memlab.store.repository.Repository` with the same results
 (``permanent_candidates``, ``lexical_candidates``, ``entity_candidates``, ``entity_matches``,
-``feature_columns``; parity-tested), so :func:`memlab.recall.candidates.build_features` takes either.
+``feature_columns``, ``key_bm25``: the expanded-key field's BM25 from its own document
+frequencies and totals; parity-tested), so :func:`memlab.recall.candidates.build_features` takes either.
 
 Keeping in step (schema version 2): triggers on ``memory_records`` count every insert, delete and
 update of a column read here in ``memory_generation.gen`` and log the rowid in ``memory_changes``.
@@ -49,7 +50,7 @@ from .snapshot import in_write_transaction, read_snapshot
 _COLUMNS = ("rowid, id, text, owner, retention_layer, cognitive_layer, importance, access_count, "
             "mention_count, timestamp, event_time, last_accessed, emotion_max, pinned, "
             "lifecycle_state = 'active' AND deprecated = 0, terms_json, n_terms, "
-            "lifecycle_state = 'superseded' AND deprecated = 0, speaker, session_id")
+            "lifecycle_state = 'superseded' AND deprecated = 0, speaker, session_id, keys_json")
 _LINKS = ("SELECT l.rowid, e.name FROM memory_entity_links l JOIN memory_entities e "
           "ON e.id = l.entity_id")
 # numeric per-position columns: name -> dtype
@@ -59,7 +60,8 @@ _ARRAYS = {"rowid": np.int64, "owner": np.int64, "searchable": bool, "live": boo
            "access_count": np.int64, "mention_count": np.int64, "timestamp": np.float64,
            "event_time": np.float64, "last_accessed": np.float64, "emotion_max": np.float64,
            "pinned": bool, "text_len": np.int64, "dl": np.int64, "t_start": np.int64,
-           "t_len": np.int64, "e_start": np.int64, "e_len": np.int64, "session": np.int64}
+           "t_len": np.int64, "e_start": np.int64, "e_len": np.int64, "session": np.int64,
+           "k_start": np.int64, "k_len": np.int64}
 _SHIFT = 32  # posting key: owner << 32 | term or entity id
 
 
@@ -120,6 +122,11 @@ class MemoryIndex:
         self._flat_n = 0
         self._vocab: dict[str, int] = {}
         self._words: list[str] = []
+        self._kflat = np.zeros(0, np.int64)     # expanded-key ids of every position, back to back
+        self._kflat_n = 0
+        self._kvocab: dict[str, int] = {}
+        self._kdf: dict[int, int] = {}          # owner << 32 | key id -> searchable holders
+        self._ktotal: dict[int, int] = {}       # owner -> keys of its searchable positions
         self._entity_ids: dict[str, int] = {}
         self._where = RowMap()                  # rowid -> its live position
         self._post: dict[int, _Postings] = {}
@@ -228,6 +235,10 @@ class MemoryIndex:
         if len(terms) != n or [self._vocab.get(t, -1) for t in terms] != \
                 self._flat[s:s + n].tolist():
             return False
+        s, n = int(a["k_start"][p]), int(a["k_len"][p])
+        if [self._kvocab.get(k, -1) for k in dict.fromkeys(json.loads(row[20]))] != \
+                self._kflat[s:s + n].tolist():
+            return False
         s, n = int(a["e_start"][p]), int(a["e_len"][p])
         return sorted(self._entity_ids.get(e, -1) for e in dict.fromkeys(names)) == \
             sorted(self._eflat[s:s + n].tolist())
@@ -249,6 +260,10 @@ class MemoryIndex:
             s, n = int(a["e_start"][p]), int(a["e_len"][p])
             for e in self._eflat[s:s + n].tolist():
                 self._epost[(o << _SHIFT) | e].dirty = True
+            s, n = int(a["k_start"][p]), int(a["k_len"][p])
+            self._ktotal[o] -= n
+            for k in self._kflat[s:s + n].tolist():
+                self._kdf[(o << _SHIFT) | k] -= 1
 
     def _grow(self, need: int) -> None:
         if need <= self._cap:
@@ -278,6 +293,12 @@ class MemoryIndex:
             code = self._sessions[(owner, session_id)] = len(self._sessions)
         return code
 
+    def _kid(self, key: str) -> int:
+        i = self._kvocab.get(key)
+        if i is None:
+            i = self._kvocab[key] = len(self._kvocab)
+        return i
+
     def _eid(self, name: str) -> int:
         i = self._entity_ids.get(name)
         if i is None:
@@ -296,6 +317,8 @@ class MemoryIndex:
             "_flat", [list(dict.fromkeys(json.loads(row[15]))) for row in rows], self._tid)
         e_lens, e_flat = self._flat_append(
             "_eflat", [list(dict.fromkeys(links.get(row[0], ()))) for row in rows], self._eid)
+        k_lens, k_flat = self._flat_append(
+            "_kflat", [list(dict.fromkeys(json.loads(row[20]))) for row in rows], self._kid)
         s = slice(start, start + m)
         cols = list(zip(*rows))
         a["rowid"][s] = cols[0]
@@ -310,6 +333,8 @@ class MemoryIndex:
         a["t_len"][s] = lens
         a["e_start"][s] = self._eflat_n - e_lens.sum() + np.cumsum(e_lens) - e_lens
         a["e_len"][s] = e_lens
+        a["k_start"][s] = self._kflat_n - k_lens.sum() + np.cumsum(k_lens) - k_lens
+        a["k_len"][s] = k_lens
         self._ids.extend(cols[1])
         self._texts.extend(cols[2])
         self._speakers.extend(cols[18])
@@ -331,6 +356,14 @@ class MemoryIndex:
             self._total[o] = self._total.get(o, 0) + t
         if not srch.any():
             return
+        for o, n in zip(owner[srch].tolist(), k_lens[srch].tolist()):   # the key field's
+            self._ktotal[o] = self._ktotal.get(o, 0) + n
+        if k_lens[srch].sum():
+            k_key = (np.repeat(owner[srch], k_lens[srch]) << _SHIFT) | k_flat[
+                np.repeat(srch, k_lens)]
+            for k, n in zip(*np.unique(k_key, return_counts=True)):
+                k = int(k)
+                self._kdf[k] = self._kdf.get(k, 0) + int(n)
         p_pos = np.repeat(pos[srch], lens[srch])
         p_key = (np.repeat(owner[srch], lens[srch]) << _SHIFT) | flat_new[
             np.repeat(srch, lens)]
@@ -463,6 +496,46 @@ class MemoryIndex:
             score, rowid, count = score[keep], rowid[keep], count[keep]
         order = np.lexsort((rowid, -score))[:limit]
         return rowid[order], count[order].astype(np.int32), score[order]
+
+    def key_bm25(self, terms: Sequence[str], rowids: Sequence[int], *, agent_id: str,
+                 user_id: str, k1: float | None = None, b: float | None = None) -> np.ndarray:
+        """As :meth:`Repository.key_bm25` (:func:`memlab.store.keyfield.key_bm25`): BM25 of these
+        memories over the expanded-key field, input order."""
+        rc = self.config.recall
+        k1 = rc.bm25_k1 if k1 is None else float(k1)
+        b = rc.bm25_b if b is None else float(b)
+        pos = self._positions(rowids)
+        out = np.zeros(len(pos))
+        o = self._owner(agent_id, user_id)
+        n_docs = 0 if o is None else self._n_docs.get(o, 0)
+        if not len(pos) or not n_docs or not self._ktotal.get(o, 0):
+            return out
+        want, idf = [], []
+        for t in dict.fromkeys(t for t in terms if isinstance(t, str) and t):
+            kid = self._kvocab.get(t)
+            df = 0 if kid is None else self._kdf.get((o << _SHIFT) | kid, 0)
+            if df > 0:
+                want.append(kid)
+                idf.append(math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)))
+        if not want:
+            return out
+        a = self._a
+        starts, lens = a["k_start"][pos], a["k_len"][pos]
+        total = int(lens.sum())
+        if not total:
+            return out
+        gather = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total)
+        ids = self._kflat[gather]
+        order = np.argsort(want)
+        sorted_want = np.asarray(want, np.int64)[order]
+        at = np.minimum(np.searchsorted(sorted_want, ids), len(want) - 1)
+        hit = sorted_want[at] == ids
+        weight = np.where(hit, np.asarray(idf)[order][at], 0.0)
+        acc = np.bincount(np.repeat(np.arange(len(pos)), lens), weights=weight,
+                          minlength=len(pos))
+        avgdl = self._ktotal[o] / n_docs
+        dl = lens.astype(np.float64)
+        return np.where(acc > 0, acc * (k1 + 1.0) / (1.0 + k1 * (1.0 - b + b * dl / avgdl)), 0.0)
 
     def entity_candidates(self, entities: Sequence[str], *, agent_id: str, user_id: str,
                           limit: int) -> tuple[np.ndarray, np.ndarray]:

@@ -57,9 +57,11 @@ Version 7 (facts over time, pins, usage feedback): see ``_V7`` below.
 Version 8 (safety, Reverie §12): ``memory_web_content``, untrusted web content stored apart from
 ``memory_records`` (:mod:`memlab.store.web`): no recall route, index or governance step reads it.
 
-Version 10 (issue 21, ``chunk.*``): ``memory_windows``, the window vectors of long memories
+Version 11 (issue 21, ``chunk.*``): ``memory_windows``, the window vectors of long memories
 (:mod:`memlab.store.windows`), deleted with their memory. A store of an older version opens with
 the table empty: its memories read as not split.
+
+Version 10 (expanded keys, issue 21): see ``_V10`` below.
 """
 
 from __future__ import annotations
@@ -211,12 +213,12 @@ _V1: tuple[str, ...] = (
 MEMORY_INDEX_COLUMNS: tuple[str, ...] = (
     "id", "text", "owner", "agent_id", "user_id", "retention_layer", "cognitive_layer", "timestamp",
     "event_time", "importance", "emotion_max", "last_accessed", "access_count", "mention_count",
-    "lifecycle_state", "deprecated", "pinned", "terms_json", "n_terms", "session_id")
+    "lifecycle_state", "deprecated", "pinned", "terms_json", "n_terms", "session_id", "keys_json")
 
 
-def _change_trigger(event: str) -> str:
+def _change_trigger(event: str, columns: Sequence[str] = MEMORY_INDEX_COLUMNS) -> str:
     ref = "OLD" if event == "DELETE" else "NEW"
-    on = f"UPDATE OF {', '.join(MEMORY_INDEX_COLUMNS)}" if event == "UPDATE" else event
+    on = f"UPDATE OF {', '.join(columns)}" if event == "UPDATE" else event
     return (f"CREATE TRIGGER memory_records_log_{event.lower()} AFTER {on} ON memory_records "
             "BEGIN UPDATE memory_generation SET gen = gen + 1; "
             "INSERT OR REPLACE INTO memory_changes (row, seq) "
@@ -264,6 +266,26 @@ _V7: tuple[str, ...] = (
         row INTEGER PRIMARY KEY REFERENCES memory_records(rowid) ON DELETE CASCADE,
         weight REAL NOT NULL DEFAULT 0 CHECK (weight >= 0),
         credited INTEGER NOT NULL DEFAULT 0 CHECK (credited >= 0))""",
+)
+
+#: Version 10 (expanded keys, issue 21, :mod:`memlab.write.keys`): ``memory_records.keys_json``
+#: (the memory's expanded-key terms, a set; '[]' for a memory written before or with
+#: ``recall.expanded_keys`` off), ``key_stats(owner, term, df)`` (their document frequencies over
+#: the owner's searchable memories, as ``term_stats`` for the terms) and
+#: ``memory_owners.total_keys`` (the owner's searchable memories' key count: BM25's average
+#: length). No postings: the field scores the candidates of the other routes, it is no route.
+#: The change log's update trigger watches ``keys_json`` too (the MemoryIndex reads it).
+_V10: tuple[str, ...] = (
+    "ALTER TABLE memory_records ADD COLUMN keys_json TEXT NOT NULL DEFAULT '[]'",
+    "ALTER TABLE memory_owners ADD COLUMN total_keys INTEGER NOT NULL DEFAULT 0 "
+    "CHECK (total_keys >= 0)",
+    """CREATE TABLE key_stats (
+        owner INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        df INTEGER NOT NULL CHECK (df >= 0),
+        PRIMARY KEY (owner, term)) WITHOUT ROWID""",
+    "DROP TRIGGER memory_records_log_update",
+    _change_trigger("UPDATE"),
 )
 
 Step = str | Callable[[Connection], None]
@@ -339,9 +361,11 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
         "timestamp) WHERE session_id != ''",
         # the MemoryIndex reads session_id now: an update of it is logged
         "DROP TRIGGER memory_records_log_update",
-        _change_trigger("UPDATE"),
+        _change_trigger("UPDATE", MEMORY_INDEX_COLUMNS[:-1]),
     )),
-    (10, "memory_windows: window vectors of long memories (chunk max, issue 21)",
+    (10, "expanded keys: a second lexical field per memory, its document frequencies and "
+     "totals per owner (issue 21)", _V10),
+    (11, "memory_windows: window vectors of long memories (chunk max, issue 21)",
      WINDOW_TABLE_SQL),
 )
 

@@ -12,6 +12,10 @@ every matched term has tf = 1 and a memory's BM25 is::
 
 with N, df and avgdl taken over the searchable memories (active, not deprecated) of the same
 (agent_id, user_id): all three are lookups (``memory_owners``, ``term_stats``), never scans.
+
+The expanded keys (schema version 10, :mod:`memlab.write.keys`) are a second field scored the same
+way (:meth:`Repository.key_bm25`) with their own statistics (``key_stats``, ``total_keys``; N is
+the same searchable memories), for the candidates the routes found: they are no route.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from memlab.inputs import MAX_INT, MAX_TIME, MIN_TIME, check_int, check_time
 from memlab.types import COGNITIVE_CODES, LAYER_CODES, ListTermSets
 from memlab.types import RETENTION_LAYERS, MemoryRecord
 
+from . import keyfield
 from .cache import EmbeddingCache, text_hash
 from .connect import Connection, db_path, transaction
 from .migrations import LATEST, schema_version
@@ -95,16 +100,20 @@ class Repository:
 
     # -- writes ----------------------------------------------------------------------------------
     def add(self, records: Sequence[MemoryRecord], *, terms: Sequence[Sequence[str]],
-            entities: Sequence[Sequence[str]]) -> list[int]:
-        """Store memories with their terms (lexical index) and entities; return their rowids.
+            entities: Sequence[Sequence[str]], keys: Sequence[Sequence[str]] | None = None
+            ) -> list[int]:
+        """Store memories with their terms (lexical index), entities and expanded keys (None:
+        none); return their rowids.
 
-        One transaction for records, postings, term statistics and entity links: all or nothing.
-        Terms and entities are deduplicated (sets); a memory that is not searchable (not active,
-        or deprecated) keeps its terms on the record but gets no postings.
+        One transaction for records, postings, term and key statistics and entity links: all or
+        nothing. Terms, keys and entities are deduplicated (sets); a memory that is not
+        searchable (not active, or deprecated) keeps its terms and keys on the record but gets no
+        postings and counts in no statistics.
         """
         records = list(records)
         terms, entities = list(terms), list(entities)
-        for name, seq in (("terms", terms), ("entities", entities)):
+        keys = [[] for _ in records] if keys is None else list(keys)
+        for name, seq in (("terms", terms), ("entities", entities), ("keys", keys)):
             if len(seq) != len(records):
                 raise InvalidInput(name, f"needs one list per record ({len(records)})", len(seq))
         seen: set[str] = set()
@@ -115,6 +124,7 @@ class Repository:
             seen.add(rec.id)
         terms = [clean_strings(t, "terms") for t in terms]
         entities = [clean_strings(e, "entities") for e in entities]
+        keys = [clean_strings(k, "keys") for k in keys]
         if not records:
             return []
         conn = self.conn
@@ -132,8 +142,16 @@ class Repository:
             rowids = list(range(start, start + len(records)))
             conn.executemany(_INSERT, ([rid] + to_row(rec, owners[rec.agent_id, rec.user_id], t)
                                        for rid, rec, t in zip(rowids, records, terms)))
+            with_keys = [(json.dumps(k, ensure_ascii=False), rid)
+                         for rid, k in zip(rowids, keys) if k]   # the others keep '[]'
+            if with_keys:
+                conn.executemany("UPDATE memory_records SET keys_json = ? WHERE rowid = ?",
+                                 with_keys)
+
             self._index([(rid, owners[r.agent_id, r.user_id], t)
                          for rid, r, t in zip(rowids, records, terms) if searchable(r)])
+            self._key_stats([(owners[r.agent_id, r.user_id], k)
+                             for r, k in zip(records, keys) if searchable(r) and k], +1)
             self._link(list(zip(rowids, entities)))
         return rowids
 
@@ -192,12 +210,15 @@ class Repository:
         return len(ids)
 
     def update_fields(self, id: str, /, *, terms: Sequence[str] | None = None,
-                      entities: Sequence[str] | None = None, **fields: Any) -> MemoryRecord:
+                      entities: Sequence[str] | None = None, keys: Sequence[str] | None = None,
+                      **fields: Any) -> MemoryRecord:
         """Change fields of one memory (validated like ``add``); return the new record.
 
-        The lexical index, entity links and every vector cache follow in the same transaction: a
-        new text needs new ``terms`` and drops the memory's vectors (it becomes pending); a change
-        of agent, user, layer, time or lifecycle rewrites the vector metadata.
+        The lexical index, the key statistics, entity links and every vector cache follow in the
+        same transaction: a new text needs new ``terms`` and drops the memory's vectors (it
+        becomes pending) and its expanded keys unless new ``keys`` are given (the old text's keys
+        would be wrong); a change of agent, user, layer, time or lifecycle rewrites the vector
+        metadata; a memory that stops (starts) being searchable leaves (joins) both fields.
         """
         unknown = sorted(set(fields) - set(FIELDS) | ({"id"} & set(fields)))
         if unknown:
@@ -212,10 +233,13 @@ class Repository:
         validate_record(new, max_text_chars=self.config.recall.max_text_chars)
         conn = self.conn
         with transaction(conn):
-            rowid, owner, old_terms = conn.execute(
-                "SELECT rowid, owner, terms_json FROM memory_records WHERE id = ?", (id,)).fetchone()
-            old_terms = json.loads(old_terms)
+            rowid, owner, old_terms, old_keys = conn.execute(
+                "SELECT rowid, owner, terms_json, keys_json FROM memory_records WHERE id = ?",
+                (id,)).fetchone()
+            old_terms, old_keys = json.loads(old_terms), json.loads(old_keys)
             new_terms = clean_strings(terms, "terms") if terms is not None else old_terms
+            new_keys = clean_strings(keys, "keys") if keys is not None else \
+                [] if text_changed else old_keys
             new_owner = self._owners({(new.agent_id, new.user_id)}, create=True)[
                 new.agent_id, new.user_id]
             if (searchable(old), owner, old_terms) != (searchable(new), new_owner, new_terms):
@@ -223,7 +247,15 @@ class Repository:
                     self._unindex([(rowid, owner, old_terms)])
                 if searchable(new):
                     self._index([(rowid, new_owner, new_terms)])
+            if (searchable(old), owner, old_keys) != (searchable(new), new_owner, new_keys):
+                if searchable(old):
+                    self._key_stats([(owner, old_keys)], -1)
+                if searchable(new):
+                    self._key_stats([(new_owner, new_keys)], +1)
             conn.execute(_UPDATE, to_row(new, new_owner, new_terms) + [rowid])
+            if new_keys != old_keys:
+                conn.execute("UPDATE memory_records SET keys_json = ? WHERE rowid = ?",
+                             (json.dumps(new_keys, ensure_ascii=False), rowid))
             if entities is not None:
                 conn.execute("DELETE FROM memory_entity_links WHERE rowid = ?", (rowid,))
                 self._link([(rowid, clean_strings(entities, "entities"))])
@@ -247,13 +279,16 @@ class Repository:
         conn = self.conn
         with transaction(conn):
             rows = conn.execute(
-                "SELECT rowid, owner, terms_json, lifecycle_state, deprecated FROM memory_records "
-                "WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchall()
+                "SELECT rowid, owner, terms_json, lifecycle_state, deprecated, keys_json "
+                "FROM memory_records WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids),)).fetchall()
             if len(rows) != len(ids):
                 found = set(self.rows_to_ids([r[0] for r in rows]))
                 raise InvalidInput("ids", "unknown memory id", next(i for i in ids if i not in found))
             self._unindex([(r[0], r[1], json.loads(r[2])) for r in rows
                            if r[3] == "active" and not r[4]])
+            self._key_stats([(r[1], json.loads(r[5])) for r in rows
+                             if r[3] == "active" and not r[4]], -1)
             rowids = [r[0] for r in rows]
             for model in registered_tables(conn):
                 VectorCache.from_registry(conn, model_version=model).delete(rowids)
@@ -504,6 +539,16 @@ class Repository:
             return None
         return rid[order], m[order], score[order]
 
+    def key_bm25(self, terms: Sequence[str], rowids: Sequence[int], *, agent_id: str,
+                 user_id: str, k1: float | None = None, b: float | None = None) -> np.ndarray:
+        """BM25 of these memories over the expanded-key field (:func:`memlab.store.keyfield.
+        key_bm25`; ``k1``/``b`` default to ``recall.bm25_k1``/``bm25_b``)."""
+        rc = self.config.recall
+        owner = self._owners({(agent_id, user_id)}, create=False).get((agent_id, user_id))
+        return keyfield.key_bm25(self.conn, terms, rowids, owner=owner,
+                                 k1=rc.bm25_k1 if k1 is None else float(k1),
+                                 b=rc.bm25_b if b is None else float(b))
+
     def permanent_candidates(self, *, agent_id: str, user_id: str, limit: int) -> np.ndarray:
         """Rowids of active, non-deprecated permanent memories: most important, then newest."""
         rows = self.conn.execute(
@@ -680,6 +725,9 @@ class Repository:
             acc[1] += len(ts)
         conn.executemany("UPDATE memory_owners SET n_docs = n_docs + ?, total_terms = total_terms + ?"
                          " WHERE id = ?", [(sign * d, sign * t, o) for o, (d, t) in per_owner.items()])
+
+    def _key_stats(self, items: list[tuple[int, list[str]]], sign: int) -> None:
+        keyfield.key_stats(self.conn, items, sign)
 
     def _link(self, items: list[tuple[int, list[str]]]) -> None:
         """Entity links of (rowid, entity names); new names are added to memory_entities."""

@@ -57,7 +57,7 @@ RELEVANT_MEMO = 2
 BLOCK_ROWS = 48_000
 
 _NULLABLE = ("cosine", "tree_distance", "q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std",
-             "window_dist_days", *CONTEXT_COLUMNS, *CHUNK_COLUMNS)
+             "window_dist_days", *CONTEXT_COLUMNS, *CHUNK_COLUMNS, "key_bm25", "key_bm25_z")
 
 
 def _dtype(kind: str) -> type:

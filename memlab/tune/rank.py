@@ -62,6 +62,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "tree": ("tree_distance",),
     "length": ("text_len",),
     "background": ("q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std"),
+    "keys": ("key_bm25", "key_bm25_z"),
     "gates": GATE_FEATURES,
     "chunk": ("chunk_max", "chunk_gain"),     # issue 21: the window max (chunk.*)
 }

@@ -40,6 +40,7 @@ from memlab.write.importance import score_importance
 from memlab.write.layers import Budget, choose_layer
 from memlab.write.facts import supersede_step
 from memlab.write.familiars import deprecate_superseded
+from memlab.write.keys import expand_keys
 from memlab.write.pins import check_pin_cap
 from memlab.write.records import Draft, TenantFn, finish, prepare
 from memlab.write.web import WEB_LAYER, is_web, store_web, web_record
@@ -155,6 +156,7 @@ class WritePipeline:
         texts = [d.text for d in drafts]
         terms = [memory_terms(t, term_cap=rc.term_cap, text_cap=rc.text_cap) for t in texts]
         ents = [extract_entities(t, min_chars=self.config.entity.min_chars) for t in texts]
+        keys = [expand_keys(t, self.config) for t in texts] if rc.expanded_keys else None
         fresh: list[FreshVectors] = []
         if vectors is None:
             vectors, fresh = self._embed(texts)
@@ -198,10 +200,11 @@ class WritePipeline:
                           terms=[terms[i] for i in sorted(web)],
                           vectors=None if vectors is None else np.asarray(vectors)[sorted(web)],
                           fresh=fresh if len(web) == len(drafts) else [])
-                stored = self._add(build, terms, ents, vectors, fresh, replacing, supersede,
-                                   windows)
+                stored = self._add(build, terms, ents, keys, vectors, fresh, replacing,
+                                   supersede, windows)
         else:
-            stored = self._add(build, terms, ents, vectors, fresh, replacing, supersede, windows)
+            stored = self._add(build, terms, ents, keys, vectors, fresh, replacing, supersede,
+                               windows)
         # the records as stored (embedding status and model version) in place of the built ones
         routed[:] = [Routed(next(stored), r.layer, r.threshold)
                      if r.record is not None and r.layer != WEB_LAYER else r for r in routed]
@@ -210,8 +213,8 @@ class WritePipeline:
         self.counters["web content added"] += len(web)
         return routed
 
-    def _add(self, build, terms, ents, vectors, fresh, replacing, supersede, windows):
-        return iter(self.store.add(build, terms=terms, entities=ents, vectors=vectors,
+    def _add(self, build, terms, ents, keys, vectors, fresh, replacing, supersede, windows):
+        return iter(self.store.add(build, terms=terms, entities=ents, keys=keys, vectors=vectors,
                                    fresh=fresh, replacing=replacing, windows=windows,
                                    prepare=functools.partial(self.govern, supersede=supersede)))
 

@@ -206,21 +206,21 @@ def test_deleting_a_memory_deletes_its_windows_and_a_new_text_drops_them(tmp_pat
     store.close()
 
 
-def test_a_store_of_schema_9_opens_and_reads_as_not_split(tmp_path):
-    """A store as written before the windows' migration (version 9: no memory_windows table)
+def test_a_store_of_schema_10_opens_and_reads_as_not_split(tmp_path):
+    """A store as written before the windows' migration (version 10: no memory_windows table)
     migrates on open; its long memory has no window, so chunk_max is its whole-text cosine; a
     memory written now gets its windows."""
     path = tmp_path / "old.sqlite"
     old = _open(path, **{"chunk.enabled": False})
     old.add_many([{"text": LONG_EN, "id": "en"}])
     old.close()
-    with sqlite3.connect(path) as c:     # back to version 9, as an older memlab left it
+    with sqlite3.connect(path) as c:     # back to version 10, as an older memlab left it
         c.execute("DROP TABLE memory_windows")
-        c.execute("DELETE FROM schema_migrations WHERE version = 10")
-        c.execute("PRAGMA user_version = 9")
+        c.execute("DELETE FROM schema_migrations WHERE version = 11")
+        c.execute("PRAGMA user_version = 10")
     store = _open(path)
     with sqlite3.connect(path) as c:
-        assert c.execute("PRAGMA user_version").fetchone()[0] == 10
+        assert c.execute("PRAGMA user_version").fetchone()[0] == 11
     assert store.count() == 1
     assert _columns(store)["en"] == pytest.approx((0.6, 0.6, 0.0), abs=1e-6)
     store.add_many([{"text": LONG_ZH, "id": "zh"}])

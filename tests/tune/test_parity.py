@@ -113,7 +113,8 @@ def _base(tmp_path: Path) -> MemlabConfig:
         "bench.k": 5, "bench.ks": (1, 3, 5), "recall.lexical_pool_min": 6,
         "recall.lexical_pool_per_k": 1, "recall.dense_pool_min": 4, "recall.dense_pool_per_k": 1,
         "recall.permanent_pool_min": 3, "recall.permanent_pool_per_k": 1,
-        "recall.session_context": True})      # off by default: its columns checked here
+        "recall.session_context": True,       # off by default: its columns checked here
+        "recall.expanded_keys": True})        # off by default: its columns checked here
 
 
 #: Intervals that make the budget, dedup, permanent cap and pool sizes bind on this small data.
@@ -230,14 +231,16 @@ def test_sweep_rankings_equal_live_recall(world):
 
 def test_context_columns_equal_live_features(world):
     """The ranking-context columns (issue 21: z-scores, session neighbours, session, position)
-    of the sweep's replay equal those of live ``features()`` on the stores written through the
-    facade, question by question and memory by memory; the sessions bind (several turns each)."""
+    and the expanded-key columns (key_bm25, key_bm25_z) of the sweep's replay equal those of live
+    ``features()`` on the stores written through the facade, question by question and memory by
+    memory; the sessions bind (several turns each) and keys match (names, atom kinds)."""
+    from memlab.recall.candidates import KEY_COLUMNS
     from memlab.recall.features import CONTEXT_COLUMNS
 
     ds, files, base = world["ds"], _store_files(world), world["base"]
     rep = _replay(world, base)
     table = rep.features.table
-    compared = with_neighbours = 0
+    compared = with_neighbours = with_keys = 0
     qid = 0
     for conv in ds.conversations():
         store = open_store(files[conv], config=base, embedder=HashingEmbedder())
@@ -250,14 +253,16 @@ def test_context_columns_equal_live_features(world):
                 st = st.assign(item=[rep.row_item[int(r)] for r in st["row"]])
                 lt, st = lt.set_index("item").sort_index(), st.set_index("item").sort_index()
                 assert list(lt.index) == list(st.index), (conv, q.query_id)
-                pd.testing.assert_frame_equal(lt[list(CONTEXT_COLUMNS)],
-                                              st[list(CONTEXT_COLUMNS)])
+                cols = [*CONTEXT_COLUMNS, *KEY_COLUMNS]
+                pd.testing.assert_frame_equal(lt[cols], st[cols])
                 compared += len(lt)
                 with_neighbours += int(lt["nb2_dense"].notna().sum())
+                with_keys += int((lt["key_bm25"] > 0).sum())
                 qid += 1
         finally:
             store.close()
     assert qid == len(ds.questions) and with_neighbours > compared // 2
+    assert with_keys >= 5      # rows whose keys the question matches (names, atom kinds): 6 here
 
 
 def test_learned_rankings_over_context_columns_equal_live_recall(world, tmp_path):
@@ -270,7 +275,7 @@ def test_learned_rankings_over_context_columns_equal_live_recall(world, tmp_path
     ds, files, base = world["ds"], _store_files(world), world["base"]
     rep = _replay(world, base)
     model, feats, _ = fit_hgb(rep, base, min_samples_leaf=2, early_stopping=False, max_iter=30)
-    assert set(CONTEXT_COLUMNS) <= set(feats)
+    assert set(CONTEXT_COLUMNS) | {"key_bm25", "key_bm25_z"} <= set(feats)
     path = save_model(model, tmp_path / "ctx.skops", features=feats)
     cfg = base.replace(**{"fusion.scorer": "learned", "fusion.learned_model": str(path)})
     swept = rankings(rep, cfg)
