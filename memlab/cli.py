@@ -356,7 +356,7 @@ def fit_cmd(
     option: Optional[List[str]] = loader_option("Dataset loader option key=value "
                                                 "(e.g. 'categories=[1,2,3,4]')."),
     preset: str = typer.Option("reverie", "--preset", help="The preset (or YAML) whose weights "
-                               "are learned; its scorer must be reverie."),
+                               "are learned; its scorer must be reverie (or reverie_plus: its terms too)."),
     set_: Optional[List[str]] = set_option(),
     model: str = typer.Option("linear", "--model", help="linear: reverie's weights, written as "
                               "a config YAML; hgb: a gradient-boosting model over every raw "

@@ -226,7 +226,8 @@ class RecallConfig(_Section):
         "else the rows the zscore floor passes and its best row by floor z.",
         writer_stage="ingest")
     abstain_model: str | None = _f(
-        None, "Model file (skops) of floor_mode 'learned', written by "
+        None, "Model file (skops) of floor_mode 'learned' (a path, or 'memlab:NAME' for one "
+        "packaged in memlab/data/models/), written by "
         "memlab.tune.abstainfit (benchmarks/abstention.py): a classifier of P(answerable) over "
         "query-level features, its training data in its manifest. None: none (floor_mode "
         "'learned' then refuses to run). Read when questions are scored, never at ingest (the "
@@ -337,18 +338,23 @@ class RecallConfig(_Section):
 
 class FusionConfig(_Section):
     scorer: Literal["reverie", "cosine", "bm25", "generative_agents", "rrf", "dialog_tree",
-                    "learned"] = _f(
+                    "learned", "reverie_plus"] = _f(
         "reverie", "Scoring design (a registry name in memlab.recall.score; 'learned': the model "
-        "file of fusion.learned_model).")
+        "file of fusion.learned_model; 'reverie_plus': reverie plus the terms of issue 21's "
+        "signals, memlab.recall.plus).")
     learned_model: str | None = _f(
-        None, "Model file (skops) of the 'learned' scorer, written by memlab fit --model hgb: a "
+        None, "Model file (skops) of the 'learned' scorer, written by memlab fit --model hgb (a "
+        "path, or 'memlab:NAME' for a model packaged in memlab/data/models/, e.g. "
+        "memlab:learned.skops): a "
         "non-linear model over the raw signals, an upper bound of what they can do. None: none.")
     learned_floor: bool = _f(
         True, "The 'learned' scorer applies the relevance floor (recall.floor_mode) as a hard "
         "cut (true), or leaves every candidate to the model, which reads the gates (retention, "
         "eligibility, the floor's margin) as features (false: a lambdarank model of memlab fit "
-        "--model lambdarank is trained on every candidate). memlab's choice: true, so that a "
-        "question about nothing stored returns nothing.")
+        "--model lambdarank is trained on every candidate; under recall.floor_mode 'learned' a "
+        "question its abstention model refuses still gets nothing: that floor is a question's, "
+        "not a row's). memlab's choice: true, so that a question about nothing stored returns "
+        "nothing.")
     relevance: float = _f(0.62, "Weight of cosine relevance.", ge=0.0, le=10.0, spec="reverie §8")
     lexical: float = _f(0.16, "Weight of lexical overlap.", ge=0.0, le=10.0, spec="reverie §8")
     importance: float = _f(0.08, "Weight of importance.", ge=0.0, le=10.0, spec="reverie §8")
@@ -391,6 +397,48 @@ class FusionConfig(_Section):
                               "(§9.1 divides by 100). Ingest: a benchmark replay scales a dataset's 0-1 emotion "
                               "by it when it writes the item.", gt=0.0, le=1e6, stage="ingest",
                               spec="reverie §9.1")
+    # reverie_plus (issue 21): the new signals as additive terms of reverie's formula
+    # (memlab.recall.plus); every weight 0 by default, so reverie_plus at the defaults is reverie
+    dense_z: float = _f(
+        0.0, "reverie_plus: weight of dense_z (the cosine z-scored over the query's candidates; "
+        "recall.zscore_signals). 0: off.", ge=0.0, le=10.0)
+    bm25_z: float = _f(
+        0.0, "reverie_plus: weight of bm25_z (BM25 z-scored over the lexical route's rows; "
+        "recall.zscore_signals). 0: off.", ge=0.0, le=10.0)
+    neighbour: float = _f(
+        0.0, "reverie_plus: weight of the neighbours' evidence, the mean of nb1_dense and "
+        "nb1_bm25 (the best z of the turns next to it in its session; recall.session_context). "
+        "0: off.", ge=0.0, le=10.0)
+    session: float = _f(
+        0.0, "reverie_plus: weight of sess_best (the best fused_z over the turn's session; "
+        "recall.session_context). 0: off.", ge=0.0, le=10.0)
+    window: float = _f(
+        0.0, "reverie_plus: weight of the date-window closeness 2^(-window_dist_days / "
+        "window_half_life_days) (1 inside the window the question names, 0 when it names none; "
+        "query.time_expressions). 0: off.", ge=0.0, le=10.0)
+    window_half_life_days: float = _f(
+        7.0, "reverie_plus: days from the question's date window at which the window term halves. "
+        "memlab's choice: a week (a date the user half-remembers).", gt=0.0, le=1e5)
+    speaker: float = _f(
+        0.0, "reverie_plus: weight of speaker_named (+1 the question names the turn's speaker, -1 "
+        "it names another candidate's speaker and not this one, 0 neither). 0: off.",
+        ge=0.0, le=10.0)
+    context_typed: float = _f(
+        0.0, "reverie_plus: weight of the neighbours' evidence (as fusion.neighbour) for questions "
+        "of a type in fusion.context_types only (the question type crossed with the context: "
+        "evidence spread over turns). 0: off.", ge=0.0, le=10.0)
+    context_types: tuple[str, ...] = _f(
+        ("multi", "how_many"), "reverie_plus: the question types (memlab.recall.qtype) whose "
+        "questions the context_typed term reads. memlab's choice: multi and how_many (questions "
+        "that gather several things).")
+
+    @field_validator("context_types")
+    @classmethod
+    def _context_types(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [t for t in v if t not in QUESTION_TYPES]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a question type ({', '.join(QUESTION_TYPES)})")
+        return v
 
 
 class ForgettingConfig(_Section):

@@ -26,14 +26,24 @@ the LightGBM version.
 **Gate features.** A model's columns may include :data:`GATE_FEATURES`, computed from the table
 and the config by :func:`gate_features` (not stored): the memory's ``retention`` (§9), whether
 the forgetting gate lets it through (``eligible``) and the relevance floor's margin
-(``floor_margin``: ``floor_z - recall.relevance_z`` in the zscore mode, ``cosine -
+(``floor_margin``: ``floor_z - recall.relevance_z`` in the zscore and learned modes, ``cosine -
 recall.relevance_floor`` in the absolute one; NaN where unknown). With them a model learns how
 much the gates should count instead of obeying them as hard cuts.
 
 Gates: like the baselines, no forgetting gate (every row eligible) and, with
 ``fusion.learned_floor`` (the default), the relevance floor of ``recall.floor_mode`` (a question
 about nothing stored still returns nothing); with ``fusion.learned_floor`` false every row is
-relevant and the ranking is the model's alone.
+relevant and the ranking is the model's alone, except under ``recall.floor_mode`` 'learned',
+whose decision is a question's, not a row's: a question its abstention model refuses gets nothing,
+every row of one it answers is relevant.
+
+**Columns a model and a table do not share** (one rule, :meth:`LearnedModel.matrix`): the model
+reads the manifest's columns by name, in its order; a table column it does not name is ignored
+(a model trained before a column existed keeps working); a manifest column memlab does not know
+is refused when the file is read (ConfigError naming the column: retrain). A column whose gate
+(:data:`COLUMN_GATES`: the config field that computes it) was on when the model was trained (the
+manifest's ``config``) and is off in the config scoring it would be NaN on every row, which a tree
+reads as "missing", silently: refused, ConfigError naming the field and the value to set.
 """
 
 from __future__ import annotations
@@ -51,8 +61,8 @@ from memlab.recall.modelfile import file_key, read_archive, write_archive
 from memlab.recall.score import Scored, register, relevance_mask
 from memlab.version import __version__
 
-__all__ = ["FORMAT", "FEATURES", "GATE_FEATURES", "KINDS", "TRUSTED_TYPES", "LearnedModel",
-           "gate_features", "save_model", "load_model", "learned"]
+__all__ = ["FORMAT", "FEATURES", "GATE_FEATURES", "COLUMN_GATES", "KINDS", "TRUSTED_TYPES",
+           "LearnedModel", "gate_features", "save_model", "load_model", "learned"]
 
 FORMAT = 1
 #: every raw signal but the row's identity (qid, row) and the absolute event time (Unix seconds:
@@ -65,6 +75,15 @@ KEY = "fusion.learned_model"
 KINDS = ("hgb", "lambdarank")
 #: columns computed from the table and the config at scoring time (see the module doc)
 GATE_FEATURES: tuple[str, ...] = ("retention", "eligible", "floor_margin")
+#: config field -> the columns it computes (off: NaN or neutral on every row)
+COLUMN_GATES: dict[str, tuple[str, ...]] = {
+    "recall.zscore_signals": ("dense_z", "bm25_z", "fused_z"),
+    "recall.session_context": ("nb1_dense", "nb1_bm25", "nb2_dense", "nb2_bm25", "sess_best",
+                               "sess_mean", "sess_pos", "sess_first", "sess_last"),
+    "query.time_expressions": ("q_window_days", "window_dist_days"),
+    "query.question_types": ("q_type",),
+    "query.speakers": ("speaker_named",),
+}
 
 
 def gate_features(table: Table, cfg: MemlabConfig) -> dict[str, np.ndarray]:
@@ -77,7 +96,7 @@ def gate_features(table: Table, cfg: MemlabConfig) -> dict[str, np.ndarray]:
     memory = reverie_memory(table, cfg)
     _, eligible, _, _ = reverie_gate(table, cfg, memory, np.ones(n, dtype=bool))
     cosine = column(table, "cosine", np.float64)
-    if cfg.recall.floor_mode == "zscore":
+    if cfg.recall.floor_mode in ("zscore", "learned"):    # learned: the zscore floor's rows
         stats = [column(table, c, np.float64) for c in ("q_bg_mean", "q_bg_std", "m_bg_mean",
                                                          "m_bg_std")]
         with np.errstate(invalid="ignore"):
@@ -110,6 +129,8 @@ class LearnedModel:
         if missing:
             raise ConfigError(KEY, f"the model reads column {missing[0]!r}, which the feature "
                               "table lacks", self.path)
+        if cfg is not None:
+            self.check_gates(cfg)
         gates = {}
         if any(c in GATE_FEATURES for c in self.features):
             if cfg is None:
@@ -120,13 +141,27 @@ class LearnedModel:
                                 for c in self.features]) \
             if self.features else np.zeros((n_rows(table), 0))
 
+    def check_gates(self, cfg: MemlabConfig) -> None:
+        """ConfigError naming the first field of :data:`COLUMN_GATES` that was on when the model
+        was trained (manifest ``config``) and is off in ``cfg``, for a column the model reads."""
+        trained = self.manifest.get("config") or {}
+        flat = cfg.to_flat()
+        for key, cols in COLUMN_GATES.items():
+            if trained.get(key) is True and flat.get(key) is False and \
+                    any(c in self.features for c in cols):
+                raise ConfigError(key, f"the model {self.path} reads columns this field computes "
+                                  f"({', '.join(c for c in cols if c in self.features)}) and was "
+                                  f"trained with it on: set {key}=true", False)
+
     def predict(self, table: Table, cfg: MemlabConfig | None = None) -> np.ndarray:
         """The score of every row: P(gold) (hgb) or the ranker's raw output (lambdarank)."""
         if n_rows(table) == 0:
             return np.zeros(0)
         X = self.matrix(table, cfg)
-        if self.kind == "lambdarank":
-            return np.asarray(self.model.predict(X), np.float64)
+        if self.kind == "lambdarank":   # one thread: a recall's few hundred rows do not pay
+            # for OpenMP's start (measured: 21 ms per recall with the default threads on a
+            # loaded 2-core machine); the scores do not depend on it
+            return np.asarray(self.model.predict(X, num_threads=1), np.float64)
         return self.model.predict_proba(X)[:, 1]
 
 
@@ -239,6 +274,9 @@ def learned(table: Table, cfg: MemlabConfig) -> Scored:
     p = load_model(path).predict(table, cfg)
     if cfg.fusion.learned_floor:
         relevant, floor = relevance_mask(table, cfg)
+    elif cfg.recall.floor_mode == "learned":     # the question's decision, not the rows'
+        _, floor = relevance_mask(table, cfg)
+        relevant = np.asarray(floor["answered"], bool)
     else:
         relevant, floor = np.ones(n, dtype=bool), {}
     return Scored(score=p, eligible=np.ones(n, dtype=bool), relevant=relevant,

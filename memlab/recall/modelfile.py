@@ -5,6 +5,10 @@ Shared by the learned scorer (:mod:`memlab.recall.learned`) and the abstention d
 reader never sees half a file), found by path, size and modification time (a reader's cache key),
 and read with skops refusing every type beyond scikit-learn's own and the ones a caller trusts.
 Each caller checks its manifest itself.
+
+A model packaged with memlab is named ``memlab:NAME`` (:data:`PACKAGED`): the file ``NAME`` of
+``memlab/data/models/``, found through :mod:`importlib.resources` (so a preset that names it works
+from a wheel as from a checkout); any other value is a filesystem path.
 """
 
 from __future__ import annotations
@@ -15,7 +19,26 @@ from typing import Any, Mapping, Sequence
 
 from memlab.errors import ConfigError
 
-__all__ = ["write_archive", "file_key", "read_archive"]
+__all__ = ["PACKAGED", "resolve", "write_archive", "file_key", "read_archive"]
+
+#: the prefix of a model packaged in memlab/data/models/
+PACKAGED = "memlab:"
+
+
+def resolve(path: str | Path, key: str = "fusion.learned_model") -> Path:
+    """The file ``path`` names: ``memlab:NAME`` -> memlab/data/models/NAME (importlib.resources;
+    NAME a plain file name, else ConfigError naming the config field ``key``); anything else: the
+    path itself (``~`` expanded)."""
+    text = str(path)
+    if text.startswith(PACKAGED):
+        from importlib import resources
+
+        name = text[len(PACKAGED):]
+        if not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise ConfigError(key, "a packaged model is memlab:NAME, NAME a file name of "
+                              "memlab/data/models/", text)
+        return Path(str(resources.files("memlab").joinpath("data", "models", name)))
+    return Path(text).expanduser()
 
 
 def write_archive(path: str | Path, model: Any, manifest: Mapping[str, Any]) -> Path:
@@ -33,7 +56,7 @@ def write_archive(path: str | Path, model: Any, manifest: Mapping[str, Any]) -> 
 def file_key(path: str | Path, key: str) -> tuple[str, int, int]:
     """(resolved path, size, modification time in ns): the cache key of a reader; ConfigError
     naming the config field ``key`` and the path when the file cannot be read."""
-    p = Path(path).expanduser()
+    p = resolve(path, key)
     try:
         st = p.stat()
     except OSError as exc:

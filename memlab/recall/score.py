@@ -14,6 +14,7 @@ Scorers live in a registry (:data:`SCORERS`, :func:`register`); ``fusion.scorer`
 ``generative_agents``  Park et al. 2023: min-max normalised relevance + importance + recency.
 ``dialog_tree``        Familiars §5.4.2: a*cos + b*exp(-dt/recency_tau) + g*exp(-hops/tree_tau).
 ``learned``            a saved model over the raw signals (recall/learned.py, fusion.learned_model).
+``reverie_plus``       reverie + issue 21's signals as additive terms (recall/plus.py).
 
 Every :class:`Scored` carries its ``components``: the raw signals behind the score and the additive
 terms (named ``*_term``, listed in ``Scored.additive``) whose sum *is* the score, so ``explain``
@@ -517,3 +518,4 @@ def dialog_tree(table: Table, cfg: MemlabConfig) -> Scored:
 
 # the scorers of other modules register themselves on import (after everything above exists)
 from memlab.recall import learned as _learned  # noqa: E402,F401
+from memlab.recall import plus as _plus  # noqa: E402,F401

@@ -56,9 +56,10 @@ from memlab.bench.run import question_keys as run_question_keys
 from memlab.config import MemlabConfig, describe_field
 from memlab.errors import ConfigError, InvalidInput
 from memlab.recall.features import column
+from memlab.recall.plus import PLUS_TERMS as PLUS_WEIGHTS, TERM_GATES
 from memlab.recall.score import Scored, relevance_mask, score as score_table
 
-__all__ = ["Term", "TERMS", "MAIN_WEIGHTS", "METHODS", "Design", "LinearFit", "build_design",
+__all__ = ["Term", "TERMS", "PLUS_TERMS", "terms_for", "MAIN_WEIGHTS", "METHODS", "Design", "LinearFit", "build_design",
            "unit_terms", "reference_config", "gold_mask", "fit_linear", "weights_from",
            "fit_hgb", "write_yaml"]
 
@@ -92,6 +93,11 @@ TERMS: tuple[Term, ...] = (
     Term("cognitive_episodic", "cognitive_term", ("fusion.cognitive_episodic",), cognitive=0),
     Term("cognitive_procedural", "cognitive_term", ("fusion.cognitive_procedural",), cognitive=2),
 )
+#: reverie_plus's terms (:mod:`memlab.recall.plus`), learned beside reverie's when the preset's
+#: scorer is reverie_plus (those whose signal's gates are on: :func:`terms_for`)
+PLUS_TERMS: tuple[Term, ...] = tuple(
+    Term(component.removesuffix("_term"), component, (key,))
+    for component, key in PLUS_WEIGHTS.items())
 COGNITIVE_REFERENCE = "fusion.cognitive_semantic"   # 0: the other two are learned against it
 MAIN_WEIGHTS = ("fusion.relevance", "fusion.lexical", "fusion.importance", "fusion.frequency",
                 "fusion.temporal", "fusion.emotion")
@@ -110,12 +116,21 @@ def _bounds(key: str) -> tuple[float, float]:
     return lo, hi
 
 
+def terms_for(cfg: MemlabConfig) -> tuple[Term, ...]:
+    """The terms a fit learns under ``cfg``: :data:`TERMS` (scorer reverie), and with scorer
+    reverie_plus also the :data:`PLUS_TERMS` whose signal's gates are on in ``cfg``."""
+    if cfg.fusion.scorer != "reverie_plus":
+        return TERMS
+    flat = cfg.to_flat()
+    return TERMS + tuple(t for t in PLUS_TERMS if all(flat[g] for g in TERM_GATES[t.keys[0]]))
+
+
 def reference_config(cfg: MemlabConfig) -> MemlabConfig:
     """``cfg`` with every learnable weight that is 0 set to its default (or 0.1 when that is 0
     too), so that each term at unit weight can be read as term / weight."""
     flat = cfg.to_flat()
     updates = {}
-    for t in TERMS:
+    for t in terms_for(cfg):
         if t.cognitive is not None:
             continue
         for key in t.keys:
@@ -129,15 +144,15 @@ def unit_terms(table: Mapping[str, np.ndarray], cfg: MemlabConfig
                ) -> tuple[pd.DataFrame, Scored]:
     """(every term of :data:`TERMS` at unit weight, one column each; reverie's Scored at the
     reference config: its gates are the preset's, since no learned weight moves a gate)."""
-    if cfg.fusion.scorer != "reverie":
-        raise ConfigError("fusion.scorer", "memlab fit learns the weights of the reverie formula",
-                          cfg.fusion.scorer)
+    if cfg.fusion.scorer not in ("reverie", "reverie_plus"):
+        raise ConfigError("fusion.scorer", "memlab fit learns the weights of the reverie formula "
+                          "(scorer reverie or reverie_plus)", cfg.fusion.scorer)
     ref = reference_config(cfg)
-    s = score_table(table, ref, scorer="reverie")
+    s = score_table(table, ref, scorer=cfg.fusion.scorer)
     flat = ref.to_flat()
     cols = {}
     codes = column(table, "cognitive", np.int64)
-    for t in TERMS:
+    for t in terms_for(cfg):
         if t.cognitive is not None:
             cols[t.feature] = (codes == t.cognitive).astype(np.float64)
         else:
@@ -252,7 +267,7 @@ class LinearFit:
     def table(self, preset: MemlabConfig) -> pd.DataFrame:
         """Key, the preset's value, the learned one, and the note of its term."""
         flat = preset.to_flat()
-        note = {k: self.notes.get(t.feature, "") for t in TERMS for k in t.keys}
+        note = {k: self.notes.get(t.feature, "") for t in TERMS + PLUS_TERMS for k in t.keys}
         return pd.DataFrame([{"key": k, "preset": flat[k], "learned": v, "note": note.get(k, "")}
                              for k, v in self.weights.items()]).set_index("key")
 
@@ -268,6 +283,7 @@ def fit_linear(design: Design, cfg: MemlabConfig, *, train: pd.Index | None = No
     d = design.restrict(train)
     X = d.X.to_numpy()
     feats = list(d.X.columns)
+    by_feature = {t.feature: t for t in TERMS + PLUS_TERMS}
     if method == "pairwise":
         gi, ni, used = _pairs(d, max_pairs, np.random.default_rng(seed))
         M, y = X[gi] - X[ni], None
@@ -299,7 +315,8 @@ def fit_linear(design: Design, cfg: MemlabConfig, *, train: pd.Index | None = No
             beta = _logistic(Mp, yp, C=C, intercept=False, balanced=False)
         else:
             beta = _logistic(M[:, cols], y, C=C, intercept=True, balanced=True)
-        low = [a for a, b in zip(active, beta) if b < 0 and _bounds(TERMS[a].keys[0])[0] >= 0]
+        low = [a for a, b in zip(active, beta)
+               if b < 0 and _bounds(by_feature[feats[a]].keys[0])[0] >= 0]
         coef[:] = 0.0
         coef[cols] = beta
         if not low:
@@ -325,11 +342,12 @@ def weights_from(coef: Mapping[str, float], cfg: MemlabConfig, *, learned: set[s
     learned = set(coef) if learned is None else learned
     flat = cfg.to_flat()
     ref = reference_config(cfg).to_flat()
-    by_feature = {t.feature: t for t in TERMS}
-    main = sum(coef.get(t.feature, 0.0) for t in TERMS if t.keys[0] in MAIN_WEIGHTS
+    terms = terms_for(cfg)
+    by_feature = {t.feature: t for t in terms}
+    main = sum(coef.get(t.feature, 0.0) for t in terms if t.keys[0] in MAIN_WEIGHTS
                and t.feature in learned)
     target = sum(flat[k] for k in MAIN_WEIGHTS) - sum(    # those kept at the preset's value
-        flat[t.keys[0]] for t in TERMS if t.keys[0] in MAIN_WEIGHTS and t.feature not in learned)
+        flat[t.keys[0]] for t in terms if t.keys[0] in MAIN_WEIGHTS and t.feature not in learned)
     biggest = max((abs(coef[f]) for f in learned), default=0.0)
     if main > 0 and target > 0:
         scale = target / main
@@ -352,7 +370,7 @@ def weights_from(coef: Mapping[str, float], cfg: MemlabConfig, *, learned: set[s
         f"scaled by {fit_scale / scale:.3g} so that every weight stays in its field's range "
         "(ranking is scale-invariant)")
     weights: dict[str, float] = {}
-    for t in TERMS:
+    for t in terms:
         if t.feature not in learned:
             for key in t.keys:
                 weights[key] = flat[key]

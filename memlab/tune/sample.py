@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from memlab.config import MemlabConfig, describe
 from memlab.errors import ConfigError, InvalidInput
 
-__all__ = ["reverie_keys", "CANDIDATE_KEYS", "random_configs", "field_ranges"]
+__all__ = ["reverie_keys", "plus_keys", "CANDIDATE_KEYS", "random_configs", "field_ranges"]
 
 _REVERIE_SECTIONS = ("fusion.", "forgetting.", "selection.", "entity.", "temporal.",
                      "governance.")
@@ -57,11 +57,21 @@ def field_ranges() -> dict[str, dict[str, Any]]:
     return out
 
 
+def plus_keys() -> tuple[str, ...]:
+    """The fields only the reverie_plus scorer reads (:mod:`memlab.recall.plus`): its weights and
+    their shapes (``fusion.context_types``, a list, is not drawn)."""
+    return ("fusion.dense_z", "fusion.bm25_z", "fusion.neighbour", "fusion.session",
+            "fusion.window", "fusion.window_half_life_days", "fusion.speaker",
+            "fusion.context_typed")
+
+
 def reverie_keys() -> tuple[str, ...]:
     """The score-stage fields the reverie scorer and selection read (not ``fusion.scorer``, nor
-    ``fusion.learned_model``, which only the learned scorer reads)."""
+    ``fusion.learned_model``, which only the learned scorer reads, nor :func:`plus_keys` and
+    ``fusion.context_types``, which only reverie_plus reads)."""
+    only_others = ("fusion.scorer", "fusion.learned_model", "fusion.context_types", *plus_keys())
     return tuple(k for k, f in field_ranges().items()
-                 if f["stage"] == "score" and k not in ("fusion.scorer", "fusion.learned_model")
+                 if f["stage"] == "score" and k not in only_others
                  and (k.startswith(_REVERIE_SECTIONS) or k in _RECALL_SCORE))
 
 

@@ -889,3 +889,65 @@ def test_learned_rankings_over_chunk_columns_equal_live_recall(chunk_world, tmp_
         finally:
             store.close()
     assert compared > len(ds.questions) // 2
+
+
+# -- the presets of issue 21: learned and reverie_plus ------------------------------------------
+def _preset_on_world(world, name: str) -> MemlabConfig:
+    """The preset ``name``'s own settings (its YAML) on the parity world's base."""
+    from memlab.bench.run import resolve_preset
+    from memlab.yamlfile import read_yaml
+
+    data = read_yaml(resolve_preset(name)[1]) or {}
+    flat = {f"{sec}.{k}": v for sec, fields in data.items() for k, v in fields.items()}
+    return world["base"].replace(**flat)
+
+
+def _live_equals_swept(world, cfg: MemlabConfig) -> int:
+    """Assert the sweep's rankings of ``cfg`` equal live recall() question by question; returns
+    how many were non-empty."""
+    ds, files = world["ds"], _store_files(world)
+    swept = rankings(_replay(world, cfg), cfg)
+    nonempty = 0
+    for conv in ds.conversations():
+        store = open_store(files[conv], config=cfg, embedder=HashingEmbedder())
+        try:
+            for q in ds.questions_of(conv):
+                got = store.recall(q.text, k=ranked_per_question(cfg),
+                                   clock=FixedClock(q.asked_at.timestamp()))
+                want = [f"{conv}::{m.id}" for m in got.memories]
+                assert swept[f"{conv}::{q.query_id}"] == want, (q.query_id, cfg.to_flat())
+                nonempty += bool(want)
+        finally:
+            store.close()
+    return nonempty
+
+
+@pytest.mark.parametrize("name", ["learned", "reverie_plus"])
+def test_issue21_presets_rank_as_live_recall(world, name):
+    """The presets as shipped (their YAML on this world's base: the packaged ranker and
+    abstention model, the fitted reverie_plus weights) rank the sweep's replay as live recall()."""
+    if name == "learned":
+        pytest.importorskip("lightgbm")
+    cfg = _preset_on_world(world, name)
+    assert cfg.fusion.scorer == name if name == "reverie_plus" else cfg.fusion.scorer == "learned"
+    assert _live_equals_swept(world, cfg) > 0
+
+
+def test_reverie_plus_draws_rank_as_live_recall(world):
+    """12 random reverie_plus configurations (every plus weight and reverie's drawn) rank the
+    sweep's replay as live recall(); the plus terms move the rankings in some."""
+    from memlab.tune.sample import plus_keys
+
+    configs = random_configs(world["base"], 12, seed=SEED + 1,
+                             keys=(*reverie_keys(), *plus_keys()), scorers=("reverie_plus",),
+                             ranges={**RANGES, **{k: (0.0, 2.0) for k in plus_keys()
+                                                  if k != "fusion.window_half_life_days"}})
+    moved = 0
+    for cfg in configs:
+        assert cfg.fusion.scorer == "reverie_plus"
+        _live_equals_swept(world, cfg)
+        plain = cfg.replace(**{k: 0.0 for k in plus_keys()
+                               if k != "fusion.window_half_life_days"})
+        rep = _replay(world, cfg)
+        moved += rankings(rep, cfg) != rankings(rep, plain)
+    assert moved >= 3

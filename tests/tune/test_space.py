@@ -45,6 +45,10 @@ REVERIE_LEFT_OUT = {
     "forgetting.layer_scale_short_term": "multiplies the same rate as the half-life",
     "fusion.learned_model": "the learned scorer's model file, not a reverie weight",
     "fusion.learned_floor": "the learned scorer's gate, not a reverie weight",
+    **{k: "reverie_plus's term (memlab.recall.plus), not a reverie weight" for k in (
+        "fusion.dense_z", "fusion.bm25_z", "fusion.neighbour", "fusion.session", "fusion.window",
+        "fusion.window_half_life_days", "fusion.speaker", "fusion.context_typed",
+        "fusion.context_types")},
 }
 
 
