@@ -22,7 +22,10 @@ Per dataset the replays come from the feature cache (each preset replayed once, 
 * leave one dataset out: ``hgb_lodo``, ``ranker_lodo``, trained on every question of the other
   datasets and scored on this one;
 
-so every learned figure is a held-out one. Each table row: the mean, its 95% bootstrap interval
+so every learned figure is a held-out one. ``--learned-set KEY=VALUE`` (repeatable) replays the
+learned methods' candidates and columns with those overrides of reverie's config (e.g.
+``recall.session_context=true``, which the ``learned`` preset turns on); the other rows are the
+presets as shipped. Each table row: the mean, its 95% bootstrap interval
 over questions, and against the dataset's best reference (by ``--metric``) the paired difference,
 its 95% interval and the paired randomisation p (``memlab.bench.significance``); the p against the
 spec's defaults too. ``--ablate GROUP,...`` (``memlab.tune.rank.GROUPS`` or column names; ``all``)
@@ -103,13 +106,21 @@ def load_dev(label: str, args, embedder, log) -> dict[str, Any]:
                              progress=not args.quiet) for p, c in cfgs.items()}
     t_replay = time.perf_counter() - t0
     frames = {p: per_query(reps[p], cfgs[p]) for p in ("reverie", *BASELINES)}
+    learned_base = reps["reverie"], cfgs["reverie"]
+    if args.learned_set:   # the learned methods' candidates and columns (e.g. session context)
+        from memlab.config import parse_assignments
+
+        lcfg = cfgs["reverie"].replace(**parse_assignments(args.learned_set,
+                                                           what="--learned-set"))
+        learned_base = replay_cached(ds, lcfg, embedder=embedder, progress=not args.quiet), lcfg
+        t_replay = time.perf_counter() - t0
     base = frames["reverie"]
     k = min(args.folds, int(base["conversation_id"].nunique()))   # a fold holds conversations
     folds = conversation_folds(base["conversation_id"], k, seed=args.seed)
     log(f"{label}: {len(base)} questions, {base['conversation_id'].nunique()} conversations, "
         f"{k} folds; replays {t_replay:.1f} s")
     return {"ds": ds, "cfgs": cfgs, "reps": reps, "frames": frames, "folds": folds, "k": k,
-            "seconds": {"replays": round(t_replay, 1)}}
+            "learned_base": learned_base, "seconds": {"replays": round(t_replay, 1)}}
 
 
 def tuned_methods(label: str, dev: dict[str, Any], args, embedder, log) -> dict[str, Any]:
@@ -430,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default="results")
     ap.add_argument("--json", type=Path, default=Path("results/quality.json"))
     ap.add_argument("--report", type=Path, default=None, help="reprint a JSON written before")
+    ap.add_argument("--learned-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="config overrides of the replay the learned methods read (their "
+                         "candidates and columns), e.g. recall.session_context=true; the "
+                         "presets' rows are unchanged")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     if args.report:
@@ -475,8 +490,8 @@ def main(argv: list[str] | None = None) -> int:
             dev["extra"] = tuned_methods(label, dev, args, embedder, log)
             dev["lodo_frames"] = {}
             info[label] = dev
-        devs = {label: Dev(d["reps"]["reverie"], d["cfgs"]["reverie"], d["folds"],
-                           d["frames"]["reverie"].index) for label, d in info.items()}
+        devs = {label: Dev(*d["learned_base"], d["folds"], d["frames"]["reverie"].index)
+                for label, d in info.items()}
         learned = learned_methods(devs, info, args, log)
         for label, d in info.items():
             frames = d["frames"]

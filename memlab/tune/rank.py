@@ -65,6 +65,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "keys": ("key_bm25", "key_bm25_z"),
     "gates": GATE_FEATURES,
     "chunk": ("chunk_max", "chunk_gain"),     # issue 21: the window max (chunk.*)
+    # issue 21: what the question says (query.*), the per-query z-scores, the session context
+    "query": ("q_window_days", "window_dist_days", "q_type", "speaker_named"),
+    "zscore": ("dense_z", "bm25_z", "fused_z"),
+    "context": ("nb1_dense", "nb1_bm25", "nb2_dense", "nb2_bm25", "sess_best", "sess_mean",
+                "sess_pos", "sess_first", "sess_last"),
 }
 #: +1: more is better (see the module doc)
 MONOTONE: dict[str, int] = {c: 1 for c in (
