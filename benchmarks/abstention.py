@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                                                    "off_topic": a.off_topic},
                             config={"preset": a.preset, "answered": answered,
                                     "calibration": a.calibration, "thresholds": chosen},
-                            C=a.C, features=features)
+                            C=a.C, features=features,
+                            recall=cfg.replace(**{"recall.abstain_answered": answered}).recall)
         print(f"wrote {path}; run it with recall.abstain_threshold_zh: {chosen['zh']:.4f}, "
               f"recall.abstain_threshold_en: {chosen['en']:.4f}")
     print(f"wall {time.perf_counter() - t0:.1f} s")

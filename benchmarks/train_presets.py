@@ -112,7 +112,7 @@ def train_learned(reps: dict, records: list[dict], cfg, args, env, command: str,
     used = [r for r in records if r["questions"] > r["answerable"]]
     ab = fit_and_save(frame, Path(args.out_dir) / "learned_abstain.skops",
                       dataset={"parts": used, "command": command, "git_commit": _git_commit()},
-                      config=cfg.to_flat())
+                      config=cfg.to_flat(), recall=cfg.recall)
     log(f"learned_abstain: {len(frame)} questions ({int((~frame['answerable']).sum())} "
         f"unanswerable) of {', '.join(r['label'] for r in used)} -> {ab}")
     return {"ranker": str(out), "abstain": str(ab), "abstain_frame": frame}

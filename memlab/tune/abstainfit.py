@@ -187,12 +187,22 @@ def kfold(frame: pd.DataFrame, *, threshold: float = 0.5, C: float = 1.0,
 
 
 def fit_and_save(frame: pd.DataFrame, path: str | Path, *, dataset: dict, config: dict,
-                 C: float = 1.0, features: tuple[str, ...] = QUERY_FEATURES) -> Path:
+                 C: float = 1.0, features: tuple[str, ...] = QUERY_FEATURES,
+                 recall: RecallConfig | None = None) -> Path:
     """Fit on every question of ``frame`` and write the model with ``dataset`` (name, version,
-    hash) and the training config and counts in its manifest."""
+    hash) and the training config and counts in its manifest. ``recall``: the manifest also
+    records ``thresholds``, the per-language thresholds (:func:`language_thresholds`) that answer
+    ``recall.abstain_answered`` of each language's answerable questions under leave-one-
+    conversation-out predictions of ``frame`` (the values to give
+    ``recall.abstain_threshold_zh`` / ``_en``), else ``recall.abstain_threshold``."""
     model = fit_abstention(frame, frame["answerable"].to_numpy(), C=C, features=features)
     counts = {"questions": int(len(frame)), "unanswerable": int((~frame["answerable"]).sum()),
               "by_language": {k: int(v) for k, v in frame["language"].value_counts().items()}}
+    if recall is not None:
+        counts["answered"] = recall.abstain_answered
+        counts["thresholds"] = language_thresholds(
+            frame, loco_predictions(frame, C, features), recall.abstain_answered,
+            recall.abstain_threshold)
     return save_abstain_model(model, path, features=features, dataset=dataset,
                               trained={"C": C, "class_weight": "balanced", "config": config,
                                        **counts})

@@ -249,3 +249,29 @@ def test_the_q_lang_column_of_live_recall_zh_and_en():
                         now=1_750_000_000).table
     by_q = t.groupby("qid")["q_lang"].agg(["min", "max"])
     assert by_q["min"].tolist() == [0, 1, 2] and by_q["max"].tolist() == [0, 1, 2]
+
+
+def test_the_saved_model_records_the_thresholds_that_answer_abstain_answered(tmp_path):
+    """fit_and_save with the recall section: the manifest's thresholds per language are the ones
+    that answer recall.abstain_answered of that language's answerable questions under the
+    training frame's leave-one-conversation-out predictions (ceil(0.75 * 40) = 30 of 40)."""
+    rng = np.random.default_rng(3)
+    n = 40
+    frame = pd.DataFrame({f: rng.normal(size=4 * n) for f in A.QUERY_FEATURES})
+    frame["conversation"] = np.repeat(["a", "b", "c", "d"], n)
+    frame["language"] = np.tile(["zh", "en"], 2 * n)
+    frame["answerable"] = frame["best_z"] > -0.5
+    recall = MemlabConfig().replace(**{"recall.abstain_answered": 0.75}).recall
+    path = F.fit_and_save(frame, tmp_path / "a.skops", dataset={"name": "synthetic"},
+                          config={}, recall=recall)
+    trained = A.load_abstain_model(path).manifest["trained"]
+    p = F.loco_predictions(frame, 1.0, A.QUERY_FEATURES)
+    assert trained["answered"] == 0.75
+    for lang in ("zh", "en"):
+        sel = (frame["answerable"] & (frame["language"] == lang)).to_numpy()
+        thr = trained["thresholds"][lang]
+        assert (p[sel] >= thr).sum() >= int(np.ceil(0.75 * sel.sum()))
+        assert thr == F.choose_threshold(p[sel], 0.75)
+    assert trained["thresholds"]["mixed"] == recall.abstain_threshold   # no mixed question
+    no = F.fit_and_save(frame, tmp_path / "b.skops", dataset={}, config={})
+    assert "thresholds" not in A.load_abstain_model(no).manifest["trained"]
