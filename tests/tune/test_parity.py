@@ -12,6 +12,7 @@ some, the candidate-stage keys of :data:`memlab.tune.sample.CANDIDATE_KEYS` (the
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -229,6 +230,30 @@ def test_sweep_rankings_equal_live_recall(world):
     assert nonempty > compared // 2 and differs_from_default > compared // 10
 
 
+def _live_and_replayed(ds, files: dict[str, Path], cfg: MemlabConfig, rep
+                       ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+    """Per question, in the replay's qid order: (live ``features()`` of the store file, the
+    replay's rows of that question), each indexed by item id and sorted; the two hold the same
+    memories (asserted)."""
+    table = rep.features.table
+    qid = 0
+    for conv in ds.conversations():
+        store = open_store(files[conv], config=cfg, embedder=HashingEmbedder())
+        try:
+            for q in sorted(ds.questions_of(conv), key=lambda q: q.asked_at):
+                live = store.features([q.text], k=ranked_per_question(cfg),
+                                      now=q.asked_at.timestamp())
+                lt = live.table.assign(item=[live.ids[int(r)] for r in live.table["row"]])
+                st = table[table["qid"] == qid]
+                st = st.assign(item=[rep.row_item[int(r)] for r in st["row"]])
+                lt, st = lt.set_index("item").sort_index(), st.set_index("item").sort_index()
+                assert list(lt.index) == list(st.index), (conv, q.query_id)
+                yield lt, st
+                qid += 1
+        finally:
+            store.close()
+
+
 def test_context_columns_equal_live_features(world):
     """The ranking-context columns (issue 21: z-scores, session neighbours, session, position)
     and the expanded-key columns (key_bm25, key_bm25_z) of the sweep's replay equal those of live
@@ -237,31 +262,17 @@ def test_context_columns_equal_live_features(world):
     from memlab.recall.candidates import KEY_COLUMNS
     from memlab.recall.features import CONTEXT_COLUMNS
 
-    ds, files, base = world["ds"], _store_files(world), world["base"]
+    ds, base = world["ds"], world["base"]
     rep = _replay(world, base)
-    table = rep.features.table
-    compared = with_neighbours = with_keys = 0
-    qid = 0
-    for conv in ds.conversations():
-        store = open_store(files[conv], config=base, embedder=HashingEmbedder())
-        try:
-            for q in sorted(ds.questions_of(conv), key=lambda q: q.asked_at):
-                live = store.features([q.text], k=ranked_per_question(base),
-                                      now=q.asked_at.timestamp())
-                lt = live.table.assign(item=[live.ids[int(r)] for r in live.table["row"]])
-                st = table[table["qid"] == qid]
-                st = st.assign(item=[rep.row_item[int(r)] for r in st["row"]])
-                lt, st = lt.set_index("item").sort_index(), st.set_index("item").sort_index()
-                assert list(lt.index) == list(st.index), (conv, q.query_id)
-                cols = [*CONTEXT_COLUMNS, *KEY_COLUMNS]
-                pd.testing.assert_frame_equal(lt[cols], st[cols])
-                compared += len(lt)
-                with_neighbours += int(lt["nb2_dense"].notna().sum())
-                with_keys += int((lt["key_bm25"] > 0).sum())
-                qid += 1
-        finally:
-            store.close()
-    assert qid == len(ds.questions) and with_neighbours > compared // 2
+    compared = with_neighbours = with_keys = questions = 0
+    cols = [*CONTEXT_COLUMNS, *KEY_COLUMNS]
+    for lt, st in _live_and_replayed(ds, _store_files(world), base, rep):
+        pd.testing.assert_frame_equal(lt[cols], st[cols])
+        compared += len(lt)
+        with_neighbours += int(lt["nb2_dense"].notna().sum())
+        with_keys += int((lt["key_bm25"] > 0).sum())
+        questions += 1
+    assert questions == len(ds.questions) and with_neighbours > compared // 2
     assert with_keys >= 5      # rows whose keys the question matches (names, atom kinds): 6 here
 
 
@@ -840,27 +851,13 @@ def test_chunk_columns_equal_live_features(chunk_world):
     from memlab.recall.features import CHUNK_COLUMNS
 
     ds, base, rep = chunk_world["ds"], chunk_world["base"], chunk_world["rep"]
-    table = rep.features.table
-    compared = gained = 0
-    qid = 0
-    for conv in ds.conversations():
-        store = open_store(chunk_world["files"][conv], config=base, embedder=HashingEmbedder())
-        try:
-            for q in sorted(ds.questions_of(conv), key=lambda q: q.asked_at):
-                live = store.features([q.text], k=ranked_per_question(base),
-                                      now=q.asked_at.timestamp())
-                lt = live.table.assign(item=[live.ids[int(r)] for r in live.table["row"]])
-                st = table[table["qid"] == qid]
-                st = st.assign(item=[rep.row_item[int(r)] for r in st["row"]])
-                lt, st = lt.set_index("item").sort_index(), st.set_index("item").sort_index()
-                assert list(lt.index) == list(st.index), (conv, q.query_id)
-                pd.testing.assert_frame_equal(lt[list(CHUNK_COLUMNS)], st[list(CHUNK_COLUMNS)])
-                compared += len(lt)
-                gained += int((lt["chunk_gain"].abs() > 1e-6).sum())
-                qid += 1
-        finally:
-            store.close()
-    assert qid == len(ds.questions) and rep.counts["items split"] > len(ds.items) // 2
+    compared = gained = questions = 0
+    for lt, st in _live_and_replayed(ds, chunk_world["files"], base, rep):
+        pd.testing.assert_frame_equal(lt[list(CHUNK_COLUMNS)], st[list(CHUNK_COLUMNS)])
+        compared += len(lt)
+        gained += int((lt["chunk_gain"].abs() > 1e-6).sum())
+        questions += 1
+    assert questions == len(ds.questions) and rep.counts["items split"] > len(ds.items) // 2
     assert gained > compared // 4
 
 
