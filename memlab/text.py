@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from memlab.numerals import EN_NUMBER, zh_int
+
 _EN = re.compile(r"[a-z0-9_]{2,}")
 _ZH = re.compile(r"[\u3400-\u9fff]+")  # 㐀-鿿, as §6.2
 
@@ -202,10 +204,6 @@ def temporal_intent(query: str, *, recent: Sequence[str], historical: Sequence[s
 
 
 # -- explicit time windows ("最近三个月", "in the last 2 weeks") ------------------------------------
-_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-              "八": 8, "九": 9}
-_EN_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-               "seven": 7, "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "few": 3, "couple": 2}
 # calendar facts, not tunables
 _UNIT_DAYS = {"天": 1.0, "日": 1.0, "周": 7.0, "星期": 7.0, "礼拜": 7.0, "月": 30.44, "年": 365.25,
               "day": 1.0, "week": 7.0, "month": 30.44, "year": 365.25}
@@ -216,18 +214,11 @@ _EN_THIS = re.compile(r"\bthis\s+(week|month|year)\b")
 
 
 def _zh_number(text: str) -> float | None:
-    if text.isdigit():
-        return float(text)
+    """A look-back's count: :func:`memlab.numerals.zh_int`, and 半 (half) as 0.5."""
     if text == "半":
         return 0.5
-    if "十" in text:
-        tens, _, ones = text.partition("十")
-        t = _ZH_DIGITS.get(tens, None) if tens else 1
-        o = _ZH_DIGITS.get(ones, None) if ones else 0
-        return None if t is None or o is None else float(10 * t + o)
-    if len(text) == 1 and text in _ZH_DIGITS:
-        return float(_ZH_DIGITS[text])
-    return None
+    n = zh_int(text)
+    return None if n is None else float(n)
 
 
 def time_window_days(query: str) -> float | None:
@@ -246,7 +237,7 @@ def time_window_days(query: str) -> float | None:
     m = _EN_WINDOW.search(lowered)
     if m:
         word = m.group(1)
-        n = 1.0 if word is None else (float(word) if word.isdigit() else float(_EN_NUMBERS[word]))
+        n = 1.0 if word is None else (float(word) if word.isdigit() else float(EN_NUMBER[word]))
         return n * _UNIT_DAYS[m.group(2)] if n else None
     m = _EN_THIS.search(lowered)
     if m:

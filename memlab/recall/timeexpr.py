@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Callable
 
+from memlab.numerals import EN_NUMBER, MONTHS, ZH_SMALL, ZH_YEAR, zh_int
 from memlab.text import time_window_days
 
 __all__ = ["Window", "resolve", "distance_days", "zh_int", "RULES"]
@@ -59,43 +60,19 @@ __all__ = ["Window", "resolve", "distance_days", "zh_int", "RULES"]
 SECONDS_PER_DAY = 86_400.0
 
 # -- calendar facts (tables, not tunables) --------------------------------------------------------
-_ZH_DIGIT = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-             "八": 8, "九": 9}
-_EN_NUMBER = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-              "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-              "couple of": 2, "a couple of": 2, "few": 3, "a few": 3}
-_MONTHS = {name: i for i, name in enumerate(calendar.month_name) if name} | \
-    {name: i for i, name in enumerate(calendar.month_abbr) if name} | {"Sept": 9}
+_EN_NUMBER = {w: n for w, n in EN_NUMBER.items() if w != "couple"}   # "couple" alone: not here
+_MONTHS = MONTHS
 _WEEKDAYS_EN = {name.lower(): i for i, name in enumerate(calendar.day_name)}
 _WEEKDAYS_ZH = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _ZH_UNIT = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month",
             "年": "year"}
 
-_ZN = "[0-9]{1,2}|[一二三四五六七八九十两]{1,3}"          # a small number, digits or Chinese
-_ZY = "[0-9]{4}|[〇零一二三四五六七八九]{4}"                # a year, digits or Chinese digits
+_ZN = ZH_SMALL          # a small number, digits or Chinese
+_ZY = ZH_YEAR           # a year, digits or Chinese digits
 _MONTH = "(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"([0-9]{1,2})(?:st|nd|rd|th)?"
 _EN_N = r"(\d+|" + "|".join(sorted(_EN_NUMBER, key=len, reverse=True)) + ")"
 _WD_EN = "(" + "|".join(_WEEKDAYS_EN) + ")"
-
-
-def zh_int(text: str) -> int | None:
-    """A number written in digits or Chinese numerals: "27", "二十七", "两", "十五", "二〇二三"
-    (digit by digit, for years); None when it is not one."""
-    if text.isdigit():
-        return int(text)
-    if text and all(c in _ZH_DIGIT for c in text) and len(text) >= 3:   # 二〇二三: digit by digit
-        return int("".join(str(_ZH_DIGIT[c]) for c in text))
-    if "十" in text:
-        tens, _, ones = text.partition("十")
-        if len(tens) > 1 or len(ones) > 1:
-            return None
-        t = _ZH_DIGIT.get(tens) if tens else 1
-        o = _ZH_DIGIT.get(ones) if ones else 0
-        return None if t is None or o is None else 10 * t + o
-    if len(text) == 1 and text in _ZH_DIGIT:
-        return _ZH_DIGIT[text]
-    return None
 
 
 @dataclass(frozen=True, slots=True)

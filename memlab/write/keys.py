@@ -25,11 +25,11 @@ lexical terms plus its dates and atom kinds (:func:`query_keys`). Pure: text in,
 
 from __future__ import annotations
 
-import calendar
 import re
 from datetime import date
 
 from memlab.config import MemlabConfig
+from memlab.numerals import MONTHS, ZH_SMALL, ZH_YEAR, zh_int
 from memlab.text import extract_entities, memory_terms
 
 from .atoms import extract_atoms
@@ -38,13 +38,10 @@ from .facts import match_fact
 __all__ = ["date_keys", "expand_keys", "query_keys"]
 
 # -- dates (calendar facts: tables, not tunables) --------------------------------------------------
-_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name} | \
-    {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name} | {"sept": 9}
+_MONTHS = {name.lower(): i for name, i in MONTHS.items()}
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_ZH_DIGIT = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6,
-             "七": 7, "八": 8, "九": 9}
-_ZN = "[0-9]{1,2}|[一二三四五六七八九十两]{1,3}"
-_ZY = "[0-9]{4}|[〇零一二三四五六七八九]{4}"
+_ZN = ZH_SMALL
+_ZY = ZH_YEAR
 _NOT_DIGIT_AFTER = r"(?![0-9])"
 #: (regex, reader) in the order tried; the text a rule matched is masked before the next one runs
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -58,23 +55,6 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
                 rf"(?:,?\s+([0-9]{{4}})\b)?"), "en_dm"),
     (re.compile(rf"(?i)\b{_MONTH}\s+(?:of\s+)?([0-9]{{4}})\b"), "en_my"),
 )
-
-
-def _zh_number(s: str) -> int | None:
-    """1 to 99 in digits or Chinese numerals (十, 十二, 二十, 二十七, 两); a 4-digit Chinese year
-    (二〇二三) digit by digit."""
-    if s.isdigit():
-        return int(s)
-    if "十" in s:
-        head, _, tail = s.partition("十")
-        tens = 1 if not head else _ZH_DIGIT.get(head)
-        ones = 0 if not tail else _ZH_DIGIT.get(tail)
-        return None if tens is None or ones is None or len(head) > 1 or len(tail) > 1 \
-            else tens * 10 + ones
-    digits = [_ZH_DIGIT.get(c) for c in s]
-    if None in digits:
-        return None
-    return int("".join(str(d) for d in digits))
 
 
 def _day_keys(y: int | None, m: int | None, d: int | None) -> list[str]:
@@ -95,7 +75,7 @@ def _day_keys(y: int | None, m: int | None, d: int | None) -> list[str]:
 
 
 def _read(kind: str, g: tuple[str | None, ...]) -> list[str]:
-    num = _zh_number
+    num = zh_int
     if kind == "zh_ymd":
         return _day_keys(num(g[0]) if g[0] else None, num(g[1]), num(g[2]))
     if kind == "zh_ym":
