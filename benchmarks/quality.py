@@ -15,11 +15,13 @@ Per dataset the replays come from the feature cache (each preset replayed once, 
 * k-fold by conversation (``memlab.tune.folds``, seeded; never a study's tuned folds): ``optuna``
   (``--trials`` > 0: a TPE study over ``experiments/sweeps/reverie_score.yaml`` per fold),
   ``linear`` (reverie's weights by pairwise logistic regression, ``memlab.tune.crossfit``), and
-  the learned models of ``memlab.tune.heldout``: ``hgb`` (the pointwise classifier of ``memlab
+  the learned models of ``memlab.tune.heldout``: ``reverie_plus`` (the spec's formula with issue
+  21's additive terms, weights fitted on every dataset's training folds together: the preset
+  ``reverie_plus`` held out), ``hgb`` (the pointwise classifier of ``memlab
   fit --model hgb``, fitted on this dataset's other folds), ``hgb_all`` (the same rows of every
   dataset's fold-i training questions together), ``ranker`` and ``ranker_all`` (LightGBM
   lambdarank over every raw signal and the gates, ``memlab.tune.rank``, per dataset / joint);
-* leave one dataset out: ``hgb_lodo``, ``ranker_lodo``, trained on every question of the other
+* leave one dataset out: ``plus_lodo``, ``hgb_lodo``, ``ranker_lodo``, trained on every question of the other
   datasets and scored on this one;
 
 so every learned figure is a held-out one. ``--learned-set KEY=VALUE`` (repeatable) replays the
@@ -70,10 +72,10 @@ BASELINES = ("cosine", "bm25", "hybrid_rrf")
 REFERENCES = BASELINES
 METRICS = ("ndcg@10", "recall@10", "recall@5", "mrr")
 #: learned methods: name -> (kind, trained on every dataset together); held out k-fold
-LEARNED = {"hgb": ("hgb", False), "hgb_all": ("hgb", True), "ranker": ("lambdarank", False),
-           "ranker_all": ("lambdarank", True)}
+LEARNED = {"reverie_plus": ("plus", True), "hgb": ("hgb", False), "hgb_all": ("hgb", True),
+           "ranker": ("lambdarank", False), "ranker_all": ("lambdarank", True)}
 #: leave one dataset out: name -> kind (trained on every other dataset)
-TRANSFER = {"hgb_lodo": "hgb", "ranker_lodo": "lambdarank"}
+TRANSFER = {"plus_lodo": "plus", "hgb_lodo": "hgb", "ranker_lodo": "lambdarank"}
 
 
 def _load(label: str, data: Path):

@@ -119,19 +119,10 @@ def train_learned(reps: dict, records: list[dict], cfg, args, env, command: str,
 
 
 def _joint_design(reps: dict, cfg, questions: dict | None = None):
-    from memlab.tune.fit import Design, build_design
+    from memlab.tune.fit import joint_design
 
-    designs = []
-    for label, rep in reps.items():
-        d = build_design(rep, cfg)
-        if questions is not None:
-            d = d.restrict(questions[label])
-        designs.append(Design(d.X, d.gold, np.asarray([f"{label}::{k}" for k in d.qkey],
-                                                      dtype=object), d.counts))
-    return Design(pd.concat([d.X for d in designs], ignore_index=True),
-                  np.concatenate([d.gold for d in designs]),
-                  np.concatenate([d.qkey for d in designs]),
-                  {label: d.counts for label, d in zip(reps, designs)})
+    return joint_design([(label, rep, None if questions is None else questions[label])
+                         for label, rep in reps.items()], cfg)
 
 
 def plus_yaml_text(fit, records: list[dict], command: str) -> str:
@@ -182,8 +173,6 @@ def train_plus(reps: dict, records: list[dict], cfg, args, command: str, log) ->
 def held_out(reps: dict, learned_cfg, plus_cfg, args, log) -> dict:
     """k-fold by conversation, every model trained on the other folds of all datasets."""
     from memlab.tune.evaluate import per_query
-    from memlab.tune.crossfit import restrict
-    from memlab.tune.fit import fit_linear
     from memlab.tune.folds import conversation_folds
     from memlab.tune.heldout import Dev, Spec, kfold
 
@@ -192,23 +181,15 @@ def held_out(reps: dict, learned_cfg, plus_cfg, args, log) -> dict:
             for label, rep in reps.items()}
     folds = {label: conversation_folds(b["conversation_id"], min(args.folds,
              int(b["conversation_id"].nunique())), seed=args.seed) for label, b in base.items()}
-    k = max(len(f) for f in folds.values())
-    plus = {label: [] for label in reps}
-    for i in range(k):
-        train = {label: (folds[label][i].train if i < len(folds[label]) else base[label].index)
-                 for label in reps}
-        fit = fit_linear(_joint_design(reps, plus_cfg, train), plus_cfg, seed=args.seed + i)
-        for label, rep in reps.items():
-            if i < len(folds[label]):
-                test = folds[label][i].test
-                plus[label].append(per_query(restrict(rep, test), fit.config).reindex(test))
+    plus = kfold({label: Dev(rep, plus_cfg, folds[label], base[label].index)
+                  for label, rep in reps.items()}, Spec("plus"), seed=args.seed)
     devs = {label: Dev(rep, rank_cfg, folds[label], base[label].index)
             for label, rep in reps.items()}
     ranked = kfold(devs, Spec("lambdarank", joint=True), seed=args.seed)
     out = {}
     for label in reps:
         row = {"reverie": base[label]["ndcg@10"].mean(),
-               "reverie_plus": pd.concat(plus[label])["ndcg@10"].mean(),
+               "reverie_plus": plus[label]["ndcg@10"].mean(),
                "learned": ranked[label]["ndcg@10"].mean(), "questions": len(base[label])}
         out[label] = row
         log(f"{label}: {len(folds[label])}-fold held-out nDCG@10 " +

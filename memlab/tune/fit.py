@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,7 @@ from memlab.recall.plus import PLUS_TERMS as PLUS_WEIGHTS, TERM_GATES
 from memlab.recall.score import Scored, relevance_mask, score as score_table
 
 __all__ = ["Term", "TERMS", "PLUS_TERMS", "terms_for", "MAIN_WEIGHTS", "METHODS", "Design", "LinearFit", "build_design",
+           "joint_design",
            "unit_terms", "reference_config", "gold_mask", "fit_linear", "weights_from",
            "fit_hgb", "write_yaml"]
 
@@ -206,6 +207,22 @@ def build_design(rep: Replayed, cfg: MemlabConfig) -> Design:
     counts = {"rows": int(len(gold)), "selectable_rows": int(sel.sum()),
               "gold_rows": int(gold.sum()), "gold_gated": int((gold & ~sel).sum())}
     return Design(X[sel].reset_index(drop=True), gold[sel], keys[sel], counts)
+
+
+def joint_design(parts: Sequence[tuple[str, Replayed, pd.Index | None]], cfg: MemlabConfig
+                 ) -> Design:
+    """The training rows of several datasets' replays under ``cfg``, together: ``parts`` are
+    (name, replay, questions or None for all); question keys become ``name::key`` so that two
+    datasets' questions never share a group; ``counts`` holds each dataset's own counts."""
+    designs = [(name, build_design(rep, cfg).restrict(questions))
+               for name, rep, questions in parts]
+    if not designs:
+        raise InvalidInput("parts", "at least one dataset to fit on", 0)
+    return Design(pd.concat([d.X for _, d in designs], ignore_index=True),
+                  np.concatenate([d.gold for _, d in designs]),
+                  np.concatenate([np.asarray([f"{name}::{k}" for k in d.qkey], dtype=object)
+                                  for name, d in designs]),
+                  {name: d.counts for name, d in designs})
 
 
 # -- the linear fit -------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 conversation and leave-one-dataset-out transfer, per-question frames, intervals, ablation and
 permutation importance. :mod:`benchmarks/quality.py` prints and writes what these return.
 
-**Models** (:class:`Spec`): a kind (``lambdarank`` or ``hgb``, :func:`memlab.tune.rank.fit_model`)
-trained either on each dataset alone (``joint`` false) or on every dataset's training questions
+**Models** (:class:`Spec`): a kind (``lambdarank`` or ``hgb``, :func:`memlab.tune.rank.fit_model`;
+or ``plus``: the ``reverie_plus`` scorer's weights, reverie's and the additive terms', fitted by
+:func:`memlab.tune.fit.fit_linear` on the training questions, the preset ``reverie_plus`` as
+``benchmarks/train_presets.py`` makes it) trained either on each dataset alone (``joint`` false) or on every dataset's training questions
 together (``joint`` true), with columns dropped (``drop``: the ablation hook).
 
 **k-fold** (:func:`kfold`): each dataset's questions split into folds by conversation
@@ -63,6 +65,20 @@ class Dev:
     questions: pd.Index = field(default_factory=lambda: pd.Index([]))
 
 
+#: the scorer a ``plus`` spec fits and scores with
+PLUS = {"fusion.scorer": "reverie_plus"}
+KINDS = ("lambdarank", "hgb", "plus")
+
+
+def _check_spec(spec: Spec, keep: dict | None) -> None:
+    if spec.kind not in KINDS:
+        raise InvalidInput("spec.kind", f"one of {', '.join(KINDS)}", spec.kind)
+    if spec.kind == "plus" and (spec.drop or spec.params or keep is not None):
+        raise InvalidInput("spec", "a plus fit takes no dropped columns, parameters or kept "
+                           "model files (it has no model file)",
+                           {"drop": spec.drop, "params": spec.params})
+
+
 def model_config(cfg: MemlabConfig, path: str | Path, kind: str) -> MemlabConfig:
     """``cfg`` scored by the model file ``path`` (no floor for a lambdarank model)."""
     return learned_config(cfg, path).replace(**{"fusion.learned_floor": kind != "lambdarank"})
@@ -78,9 +94,29 @@ def _fit_save(parts: list[Part], spec: Spec, path: Path, seed: int) -> tuple[Pat
     return path, counts
 
 
-def _score(dev: Dev, path: Path, kind: str, questions: pd.Index) -> pd.DataFrame:
-    return per_query(restrict(dev.rep, questions), model_config(dev.cfg, path, kind)
-                     ).reindex(questions)
+def _fit_plus(parts: list[Part], seed: int) -> dict[str, Any]:
+    """The weights of ``reverie_plus`` fitted on ``parts`` together: the config changes."""
+    from memlab.tune.fit import fit_linear, joint_design
+
+    cfg = parts[0].cfg.replace(**PLUS)
+    fit = fit_linear(joint_design([(p.name, p.rep, p.questions) for p in parts], cfg), cfg,
+                     seed=seed)
+    base, new = cfg.to_flat(), fit.config.to_flat()
+    return {**PLUS, **{k: v for k, v in new.items() if base.get(k) != v}}
+
+
+def _fit(parts: list[Part], spec: Spec, path: Path, seed: int) -> Path | dict[str, Any]:
+    """A model file (lambdarank, hgb) or the fitted weights (plus)."""
+    if spec.kind == "plus":
+        return _fit_plus(parts, seed)
+    return _fit_save(parts, spec, path, seed)[0]
+
+
+def _score(dev: Dev, fitted: Path | dict[str, Any], kind: str, questions: pd.Index
+           ) -> pd.DataFrame:
+    cfg = dev.cfg.replace(**fitted) if isinstance(fitted, dict) else \
+        model_config(dev.cfg, fitted, kind)
+    return per_query(restrict(dev.rep, questions), cfg).reindex(questions)
 
 
 def kfold(devs: Mapping[str, Dev], spec: Spec, *, seed: int = 0,
@@ -92,6 +128,7 @@ def kfold(devs: Mapping[str, Dev], spec: Spec, *, seed: int = 0,
     without ``keep`` they live in a temporary folder, removed at the end."""
     if not devs:
         raise InvalidInput("devs", "at least one dataset", 0)
+    _check_spec(spec, keep)
     if keep is not None and workdir is None:
         raise InvalidInput("workdir", "a folder for the model files that keep lists", None)
     if keep is None:
@@ -109,14 +146,14 @@ def _kfold(devs: Mapping[str, Dev], spec: Spec, seed: int, folder: Path,
         if spec.joint:
             parts = [Part(n, d.rep, d.cfg, d.folds[i].train if i < len(d.folds)
                           else d.questions) for n, d in devs.items()]
-            path, _ = _fit_save(parts, spec, folder / f"joint{i}.skops", seed + i)
+            path = _fit(parts, spec, folder / f"joint{i}.skops", seed + i)
             paths = {n: path for n in devs}
         else:
             paths = {}
             for n, d in devs.items():
                 if i < len(d.folds):
-                    paths[n], _ = _fit_save([Part(n, d.rep, d.cfg, d.folds[i].train)], spec,
-                                            folder / f"{n}{i}.skops", seed + i)
+                    paths[n] = _fit([Part(n, d.rep, d.cfg, d.folds[i].train)], spec,
+                                    folder / f"{n}{i}.skops", seed + i)
         for n, d in devs.items():
             if i < len(d.folds):
                 held[n].append(_score(d, paths[n], spec.kind, d.folds[i].test))
@@ -130,11 +167,12 @@ def leave_one_out(devs: Mapping[str, Dev], spec: Spec, *, seed: int = 0,
     """Dataset -> its per-query frame under ``spec`` trained on every other dataset."""
     if len(devs) < 2:
         raise InvalidInput("devs", "leave-one-dataset-out needs at least two datasets", len(devs))
+    _check_spec(spec, None)
     out = {}
     with tempfile.TemporaryDirectory(prefix="memlab-lodo-", dir=workdir) as tmp:
         for n, d in devs.items():
             parts = [Part(o, e.rep, e.cfg) for o, e in devs.items() if o != n]
-            path, _ = _fit_save(parts, spec, Path(tmp) / f"without-{n}.skops", seed)
+            path = _fit(parts, spec, Path(tmp) / f"without-{n}.skops", seed)
             out[n] = _score(d, path, spec.kind, d.questions)
     return out
 

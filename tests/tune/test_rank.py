@@ -22,6 +22,7 @@ from memlab.recall.score import score
 from memlab.tune import heldout as H
 from memlab.tune import rank as R
 from memlab.tune.evaluate import per_query
+from memlab.tune.crossfit import restrict
 from memlab.tune.folds import conversation_folds
 
 pytest.importorskip("lightgbm")
@@ -240,3 +241,53 @@ def test_permutation_importance_finds_the_signal_the_gold_follows(tmp_path):
     # gold follows lexical overlap alone: shuffling it costs most; a constant column nothing
     assert imp.mean(axis=1).idxmax() == "lexical" and imp.loc["lexical"].min() > 0.1
     assert (imp.loc["importance"] == 0).all()
+
+
+def test_a_plus_spec_fits_reverie_plus_on_the_training_folds_only(monkeypatch):
+    """Spec("plus"): reverie_plus's weights fitted (pairwise logistic) on the training folds of
+    every dataset together, each question scored once, by weights that never saw it."""
+    from memlab.tune import fit as F
+
+    devs = {}
+    for name, seed in (("a", 1), ("b", 2)):
+        rep = synth_replay({"cosine": 1.0, "lexical": 2.0}, conversations=4, per_conv=60,
+                           seed=seed)
+        base = per_query(rep, CFG)
+        devs[name] = H.Dev(rep, CFG, conversation_folds(base["conversation_id"], 2, seed=0),
+                           base.index)
+    seen, fits = [], []
+    real = F.fit_linear
+
+    def spy(design, cfg, **kw):
+        seen.append(set(design.qkey))
+        fit = real(design, cfg, **kw)
+        fits.append(fit)
+        return fit
+
+    monkeypatch.setattr(F, "fit_linear", spy)
+    got = H.kfold(devs, H.Spec("plus"))
+    assert len(seen) == 2   # one joint fit per fold index
+    for i, keys in enumerate(seen):
+        want = {f"{n}::{q}" for n, d in devs.items() for q in d.folds[i].train}
+        assert keys == want and not keys & {f"{n}::{q}" for n, d in devs.items()
+                                            for q in d.folds[i].test}
+        w = fits[i].weights
+        assert w["fusion.lexical"] / w["fusion.relevance"] == pytest.approx(2.0, rel=0.25)
+    for n, d in devs.items():
+        assert sorted(got[n].index) == sorted(d.questions)
+        # fold 0's questions are scored by fold 0's weights, under the reverie_plus scorer
+        assert fits[0].config.fusion.scorer == "reverie_plus"
+        test = d.folds[0].test
+        want = per_query(restrict(d.rep, test), fits[0].config).reindex(test)
+        assert got[n].loc[test, "ndcg@10"].tolist() == pytest.approx(want["ndcg@10"].tolist())
+    # learned weights beat the defaults on held-out questions (gold follows lexical twice as much)
+    default = per_query(devs["a"].rep, CFG)["ndcg@10"].mean()
+    assert got["a"]["ndcg@10"].mean() > default
+    seen.clear()
+    H.leave_one_out(devs, H.Spec("plus"))
+    assert seen == [{f"b::{q}" for q in devs["b"].questions},
+                    {f"a::{q}" for q in devs["a"].questions}]
+    with pytest.raises(InvalidInput, match="spec"):
+        H.kfold(devs, H.Spec("plus", drop=("cosine",)))
+    with pytest.raises(InvalidInput, match="spec.kind"):
+        H.kfold(devs, H.Spec("forest"))
