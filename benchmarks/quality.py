@@ -140,7 +140,7 @@ def tuned_methods(label: str, dev: dict[str, Any], args, embedder, log) -> dict[
         out_dir = Path(args.out_dir) / "sweeps"
         name, rel, opts = DATASETS[label]
         res = memlab.sweep(dataset=name, path=str(args.data / rel) if rel else None,
-                           dataset_options={k: (str(args.data / v) if k.endswith("_path") else v)
+                           options={k: (str(args.data / v) if k.endswith("_path") else v)
                                             for k, v in opts.items()},
                            space="reverie_score", preset="reverie", objective=args.metric,
                            trials=args.trials, sampler="tpe", folds=k, seed=args.seed,
