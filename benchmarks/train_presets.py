@@ -7,9 +7,6 @@ together, from their cached features, and write what ships:
   named, under the candidate config of ``experiments/configs/learned.yaml``; its manifest records
   the datasets (name, version, content hash, questions), the columns, the lightgbm and
   scikit-learn versions, the git commit and this command;
-* ``memlab/data/models/learned_abstain.skops``: the per-question abstention model
-  (``recall.floor_mode: learned``, :mod:`memlab.recall.abstain`) fitted on the datasets that hold
-  unanswerable questions (memlab-lifelog's 40; LongMemEval's abstention questions);
 * ``experiments/configs/reverie_plus.yaml``: reverie's weights and the new terms' weights
   (:mod:`memlab.recall.plus`) fitted by pairwise logistic regression on the datasets' questions
   together (:func:`memlab.tune.fit.fit_linear`, the ``memlab fit`` model), written as the changes
@@ -23,8 +20,12 @@ Run from the repository root (D = the public datasets' folder)::
 Seeded and deterministic (LightGBM deterministic, one thread, row-wise; the pair sampling
 seeded): the same features give the same files. ``--folds K``: also print the k-fold held-out
 nDCG@10 (folds by conversation, the models trained on the other folds of every dataset
-together) of reverie, reverie_plus and learned, and the abstention of the learned floor
-(leave one conversation out) beside the zscore floor's, per language.
+together) of reverie, reverie_plus and learned, and the abstention of a learned floor (the query
+features alone, leave one conversation out) beside the zscore floor's, per language.
+
+The ``learned`` preset's abstention model (``memlab/data/models/learned_abstain.skops``, memlab's
+one) is made by ``benchmarks/abstention.py`` (question types and off-topic rows, thresholds per
+language): see ``experiments/configs/learned.yaml``.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def _dataset_record(label: str, ds, rep) -> dict:
 
 def train_learned(reps: dict, records: list[dict], cfg, args, env, command: str, log) -> dict:
     from memlab.recall.learned import save_model
-    from memlab.tune.abstainfit import fit_and_save, questions_frame
+    from memlab.tune.abstainfit import questions_frame
     from memlab.tune.rank import Part, fit_model
 
     import lightgbm
@@ -105,17 +106,8 @@ def train_learned(reps: dict, records: list[dict], cfg, args, env, command: str,
         f = questions_frame(rep)
         if (~f["answerable"]).any():
             frames.append(f.assign(conversation=label + "::" + f["conversation"].astype(str)))
-    if not frames:
-        log("learned_abstain: no dataset with unanswerable questions; not written")
-        return {"ranker": str(out)}
-    frame = pd.concat(frames, ignore_index=True)
-    used = [r for r in records if r["questions"] > r["answerable"]]
-    ab = fit_and_save(frame, Path(args.out_dir) / "learned_abstain.skops",
-                      dataset={"parts": used, "command": command, "git_commit": _git_commit()},
-                      config=cfg.to_flat(), recall=cfg.recall)
-    log(f"learned_abstain: {len(frame)} questions ({int((~frame['answerable']).sum())} "
-        f"unanswerable) of {', '.join(r['label'] for r in used)} -> {ab}")
-    return {"ranker": str(out), "abstain": str(ab), "abstain_frame": frame}
+    frame = pd.concat(frames, ignore_index=True) if frames else None
+    return {"ranker": str(out), "abstain_frame": frame}
 
 
 def _joint_design(reps: dict, cfg, questions: dict | None = None):

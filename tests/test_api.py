@@ -139,25 +139,33 @@ def test_four_memory_probe_answers_on_topic_and_refuses_off_topic_in_both_langua
     assert "我的猫叫什么名字？" in before["zh missed"] and "我在哪里工作？" in before["zh missed"]
 
 
-# The learned per-query decision as the README recommends it (and the `learned` preset's floor):
-# memlab's model trained on memlab-lifelog with memlab's background questions as extra off-topic
-# rows (benchmarks/abstention.py --off-topic --out), zh at the threshold chosen for answered 0.97
-# of lifelog's Chinese questions, en at 0.2 (the 0.97 threshold, 0.049, answers 4 of the 10
-# English off-topic questions here: P up to 0.161; the on-topic ones have P >= 0.47).
-LEARNED_FLOOR = {"recall.floor_mode": "learned",
-                 "recall.abstain_model": str(Path(memlab.__file__).parent / "data"
-                                             / "abstain_lifelog.skops"),
-                 "recall.abstain_threshold_zh": 0.1335, "recall.abstain_threshold_en": 0.2}
+# The learned per-query decision as the `learned` preset ships it (experiments/configs/learned.yaml):
+# memlab's one abstention model (memlab:learned_abstain.skops, trained on memlab-lifelog with
+# memlab's background questions as extra off-topic rows: benchmarks/abstention.py --preset learned
+# --off-topic --out), zh at the threshold chosen for answered 0.97 of lifelog's Chinese questions,
+# en at 0.2 (the 0.97 threshold, 0.0675, answers 3 of the 10 English off-topic questions here).
+def _learned_preset_floor() -> dict:
+    from memlab.bench.misses import resolve_presets
+
+    cfg = resolve_presets(["learned"])[0][1]
+    keys = ("recall.floor_mode", "recall.abstain_model", "recall.abstain_threshold_zh",
+            "recall.abstain_threshold_en", "recall.session_context", "fusion.scorer",
+            "fusion.learned_model", "fusion.learned_floor")
+    flat = cfg.to_flat()
+    return {k: flat[k] for k in keys}
 
 
 @pytest.mark.slow
 def test_four_memory_probe_under_the_learned_floor():
-    """floor_mode learned with memlab's abstention model and its per-language thresholds: 4 of 4
-    on-topic per language answered with their memory, 0 of 10 off-topic per language; one
-    threshold for both languages at the en 0.97 value (0.049) answers English off-topic ones."""
-    assert _probe("same_language", **LEARNED_FLOOR) == {
+    """The `learned` preset's ranker and floor (its abstention model, its per-language
+    thresholds, no background calibration): 4 of 4 on-topic per language answered with their
+    memory, 0 of 10 off-topic per language; at lifelog's en 0.97 threshold (0.0675) English
+    off-topic questions are answered."""
+    floor = _learned_preset_floor()
+    assert floor["recall.abstain_model"] == "memlab:learned_abstain.skops"
+    assert _probe("none", **floor) == {
         "zh missed": [], "en missed": [], "zh answered": [], "en answered": []}
-    loose = _probe("same_language", **{**LEARNED_FLOOR, "recall.abstain_threshold_en": 0.049})
+    loose = _probe("none", **{**floor, "recall.abstain_threshold_en": 0.0675})
     assert loose["en answered"] and not loose["en missed"]
 
 
