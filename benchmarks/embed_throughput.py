@@ -5,6 +5,7 @@ length and batch size, against this machine's physical floor, and whether worker
     python benchmarks/embed_throughput.py                        # lengths 16..512 tokens, batches 1..64
     python benchmarks/embed_throughput.py --lengths 32,512 --batches 1,64 --seconds 2 --repeats 3
     python benchmarks/embed_throughput.py --processes 2          # also: P processes of 1 thread each
+    python benchmarks/embed_throughput.py --sort-check 256       # also: batches sorted by length
 
 Texts are bilingual sentences (zh and en, alternating) cut to the asked number of tokens as the
 embedder counts them (``token_count``: prefix and special tokens included). Each cell embeds
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -111,9 +113,15 @@ def cell(embedder, tokens: int, batch: int, seconds: float, repeats: int, start:
             "tokens_per_s": statistics.median(rates) * tokens}
 
 
+_WORKER_EMBEDDERS: dict[str, object] = {}   # one embedder per worker process, made once
+
+
 def _worker_embed(args: tuple[dict, list[str]]) -> int:
     flat, texts = args
-    emb = make_embedder(MemlabConfig().replace(**flat))
+    key = json.dumps(flat, sort_keys=True)
+    if key not in _WORKER_EMBEDDERS:   # the warm-up call loads it; the timed call reuses it
+        _WORKER_EMBEDDERS[key] = make_embedder(MemlabConfig().replace(**flat))
+    emb = _WORKER_EMBEDDERS[key]
     for i in range(0, len(texts), 64):
         emb.embed_documents(texts[i:i + 64])
     return len(texts)
@@ -130,15 +138,50 @@ def processes_vs_threads(cfg: MemlabConfig, embedder, tokens: int, count: int,
     one = time.perf_counter() - t
     flat = {"embedding.threads": 1}
     parts = [texts[i::processes] for i in range(processes)]
-    with ProcessPoolExecutor(processes) as pool:
+    # spawn, not fork: a child forked after the parent's embedder started its thread pool hangs
+    # (seen: two workers idle at 0% CPU for 10 minutes; the earlier run "stopped after 15
+    # minutes" was this)
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
         t = time.perf_counter()
-        list(pool.map(_worker_embed, [(flat, ["warm"]) for _ in range(processes)]))
+        # one warm-up task per process: each loads its model before the timed part (a
+        # barrier would be surer; several warm-ups per worker only cost start-up time)
+        list(pool.map(_worker_embed, [(flat, ["warm"]) for _ in range(4 * processes)],
+                      chunksize=1))
         startup = time.perf_counter() - t
         t = time.perf_counter()
         list(pool.map(_worker_embed, [(flat, p) for p in parts]))
         many = time.perf_counter() - t
     return {"tokens": tokens, "texts": count, "one_process_s": one, "processes": processes,
             "processes_s": many, "startup_s": startup, "speedup": one / many}
+
+
+def sorted_vs_given(embedder, count: int, *, batch: int = 64, seed: int = 5) -> dict:
+    """``count`` texts of mixed lengths (16-256 tokens, seeded) embedded in batches of ``batch``
+    in their given order and sorted by length (the order restored), side by side twice; whether
+    the vectors are identical. Sorting pays only for an engine that pads a batch to its longest
+    text."""
+    import random
+
+    rng = random.Random(seed)
+    texts = [text_of(rng.choice([16, 24, 32, 48, 64, 96, 128, 192, 256]), 20_000_000 + i,
+                     embedder) for i in range(count)]
+
+    def run(order: list[int]) -> tuple[float, np.ndarray]:
+        out = np.zeros((len(texts), embedder.dim), np.float32)
+        t = time.perf_counter()
+        for lo in range(0, len(order), batch):
+            idx = order[lo:lo + batch]
+            out[idx] = embedder.embed_documents([texts[i] for i in idx])
+        return time.perf_counter() - t, out
+
+    given = list(range(count))
+    by_len = sorted(given, key=lambda i: len(texts[i]))
+    pairs = []
+    for _ in range(2):
+        (g, vg), (b, vb) = run(given), run(by_len)
+        pairs.append({"given_s": g, "sorted_s": b, "ratio": g / b,
+                      "identical": bool(np.array_equal(vg, vb))})
+    return {"texts": count, "batch": batch, "runs": pairs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="about this long per repeat")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--processes", type=int, default=0, help="also compare P worker processes")
+    ap.add_argument("--sort-check", type=int, default=0, metavar="N",
+                    help="also embed N texts of mixed lengths in given and length-sorted order")
     ap.add_argument("--set", action="append", default=[], help="config key=value")
     ap.add_argument("--json", type=Path, default=ROOT / "results" / "embed_throughput.json")
     a = ap.parse_args(argv)
@@ -177,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{procs['one_process_s']:.1f} s, {a.processes} processes of one thread "
               f"{procs['processes_s']:.1f} s (start-up {procs['startup_s']:.1f} s): "
               f"speed-up {procs['speedup']:.2f}")
+    sort = None
+    if a.sort_check:
+        sort = sorted_vs_given(embedder, a.sort_check)
+        for r in sort["runs"]:
+            print(f"{sort['texts']} mixed-length texts, batch {sort['batch']}: given order "
+                  f"{r['given_s']:.1f} s, sorted by length {r['sorted_s']:.1f} s (given/sorted "
+                  f"{r['ratio']:.2f}); vectors identical: {r['identical']}")
     print(f"floor: float32 matmul {flops / 1e9:.1f} GFLOP/s over 2 x {ENCODER_PARAMS / 1e6:.1f}M "
           f"parameters = {floor:.0f} tokens/s; load average {load0:.2f} -> "
           f"{os.getloadavg()[0]:.2f}")
@@ -185,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                        "cpus": os.cpu_count()},
            "embedder": embedder.version, "threads": cfg.embedding.threads,
            "matmul_gflops": flops / 1e9, "floor_tokens_per_s": floor, "cells": rows,
-           "processes": procs, "load_average": [load0, os.getloadavg()[0]]}
+           "processes": procs, "sort_check": sort, "load_average": [load0, os.getloadavg()[0]]}
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
     print(f"wrote {a.json}")

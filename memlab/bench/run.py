@@ -24,7 +24,8 @@ from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.environment import environment, environment_line
 from memlab.bench.featcache import cached_replay, features_key  # noqa: F401 (features_key: public here too)
 from memlab.bench.goldage import gold_columns, with_gold_columns
-from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
+from memlab.bench.replay import (ROWS_PER_CONVERSATION, Replayed, card_config, ranked_per_question,
+                                  replay)
 from memlab.bench.significance import compare_with_config, format_p
 from memlab.config import MemlabConfig, describe
 from memlab.embed.numerics import numerics_key
@@ -285,6 +286,7 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     langs = pd.Series({f"{q.conversation_id}::{q.query_id}": (q.meta or {}).get("language")
                        for q in ds.questions})
     timings["load"] = time.perf_counter() - t0
+    presets = [(name, card_config(cfg, ds.card)) for name, cfg in presets]   # the card's cap
     versions = {p.embedding.model_dump_json() for _, p in presets}
     if len(versions) > 1:
         raise ConfigError("embedding", "presets compared in one run must share the embedder",
@@ -488,6 +490,23 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
     lines += ["", "timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()
                                              if k != "peak_rss_mb")
               + f"; peak memory {t.get('peak_rss_mb', 0):.0f} MB"]
+    lines += cache_lines(out.counts)
     if out.environment is not None:
         lines.append(environment_line(out.environment))
     return "\n".join(lines)
+
+
+def cache_lines(counts: Mapping[str, int]) -> list[str]:
+    """The embedding cache's hit rate (replay counts :data:`~memlab.bench.replay.CACHE_HITS` /
+    ``CACHE_MISSES``: distinct texts), or nothing when the replay embedded nothing."""
+    from memlab.bench.replay import CACHE_HITS, CACHE_MISSES
+
+    hits, misses = int(counts.get(CACHE_HITS, 0)), int(counts.get(CACHE_MISSES, 0))
+    if not hits + misses:
+        return []
+    line = (f"embedding cache: {hits:,} of {hits + misses:,} distinct texts found "
+            f"({hits / (hits + misses):.1%}), {misses:,} embedded; one cache for every dataset "
+            "and run (keyed by the model's numerics and the sha256 of the text)")
+    if counts.get("feature_cache_hit") == 1:
+        line += "; the replay came from the feature cache: counts of the run that made it"
+    return [line]

@@ -33,7 +33,7 @@ from .recall_log import RecallEvents
 from .repository import Repository
 from .snapshot import in_write_transaction, read_snapshot
 from .vecscan import Damage, scan
-from .vectors import VectorCache, load_meta
+from .vectors import VectorCache, load_meta, record_meta
 from .windows import WindowVectors
 
 log = logging.getLogger("memlab")
@@ -312,7 +312,7 @@ class Store:
             rowids = self.repo.add(records, terms=terms, entities=entities, keys=keys)
             if vectors is not None:
                 none, arr = self._split_empty(vectors, len(records))
-                applied = self._put(rowids, none, arr)
+                applied = self._put(rowids, none, arr, records=records)
                 if windows is not None:
                     if len(windows) != len(records):
                         raise InvalidInput("windows", f"one array per record ({len(records)})",
@@ -347,15 +347,25 @@ class Store:
             none = ~arr.any(axis=1)
         return none, self.vectors.check_vectors(arr[~none], int((~none).sum()))
 
-    def _put(self, rowids: Sequence[int], none: np.ndarray, arr: np.ndarray) -> tuple:
+    def _put(self, rowids: Sequence[int], none: np.ndarray, arr: np.ndarray, *,
+             records: Sequence[MemoryRecord] | None = None) -> tuple:
         """Inside a transaction: the vectors of the rows that have one, the 'none' mark of the
-        others; returns what :meth:`_applied` tells the dense index after the commit."""
+        others; returns what :meth:`_applied` tells the dense index after the commit.
+        ``records``: the records just inserted under ``rowids`` (:meth:`add`): their texts and
+        filter columns are taken from them, not read back, and their new rowids need no delete
+        in the vector table."""
         rows = [r for r, e in zip(rowids, none) if not e]
         self.repo.mark_no_vector([r for r, e in zip(rowids, none) if e], self.vectors.model_version)
         if not rows:
             return (), None, (), -1
-        generation = self.repo.put_vectors(self.vectors, rows, arr)
-        return rows, arr, load_meta(self.conn, rows), generation
+        if records is None:
+            generation = self.repo.put_vectors(self.vectors, rows, arr)
+            return rows, arr, load_meta(self.conn, rows), generation
+        kept = [r for r, e in zip(records, none) if not e]
+        meta = record_meta(kept)
+        generation = self.repo.put_vectors(self.vectors, rows, arr, texts=[r.text for r in kept],
+                                           meta=meta, new=True)
+        return rows, arr, meta, generation
 
     def _applied(self, rows: Sequence[int], arr: Any, meta: Sequence[Any], generation: int) -> None:
         if len(rows) and self.dense is not None:

@@ -43,8 +43,8 @@ from .records import (COLUMNS, DERIVED, FIELDS, TIME_OUT_OF_RANGE_SQL, VECTOR_ME
                       clean_strings, from_row, ids_json, searchable, to_row, validate_record)
 from .vectors import VectorCache, registered_tables
 
-_INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(COLUMNS + DERIVED)}) "
-           f"VALUES ({', '.join('?' * (1 + len(COLUMNS) + len(DERIVED)))})")
+_INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(COLUMNS + DERIVED)}, keys_json) "
+           f"VALUES ({', '.join('?' * (2 + len(COLUMNS) + len(DERIVED)))})")
 _UPDATE = (f"UPDATE memory_records SET {', '.join(c + ' = ?' for c in COLUMNS + DERIVED)} "
            f"WHERE rowid = ?")
 _SELECT = f"SELECT rowid, {', '.join(COLUMNS)} FROM memory_records"
@@ -141,12 +141,8 @@ class Repository:
             ).fetchone()[0] + 1
             rowids = list(range(start, start + len(records)))
             conn.executemany(_INSERT, ([rid] + to_row(rec, owners[rec.agent_id, rec.user_id], t)
-                                       for rid, rec, t in zip(rowids, records, terms)))
-            with_keys = [(json.dumps(k, ensure_ascii=False), rid)
-                         for rid, k in zip(rowids, keys) if k]   # the others keep '[]'
-            if with_keys:
-                conn.executemany("UPDATE memory_records SET keys_json = ? WHERE rowid = ?",
-                                 with_keys)
+                                       + [json.dumps(k, ensure_ascii=False) if k else "[]"]
+                                       for rid, rec, t, k in zip(rowids, records, terms, keys)))
 
             self._index([(rid, owners[r.agent_id, r.user_id], t)
                          for rid, r, t in zip(rowids, records, terms) if searchable(r)])
@@ -344,12 +340,15 @@ class Repository:
                 "WHERE rowid IN (SELECT value FROM json_each(?))", (model_version, ids_json(rowids)))
 
     def put_vectors(self, cache: VectorCache, rowids: Sequence[int], vectors: Any, *,
-                    texts: Sequence[str] | None = None) -> int:
+                    texts: Sequence[str] | None = None, meta: Sequence[Any] | None = None,
+                    new: bool = False) -> int:
         """Store memories' vectors in one transaction: the vector table, the embedding cache (under
         the texts embedded: ``texts``, default the memory texts; a vector that differs from the
         one cached for its text under a key of its own: :meth:`EmbeddingCache.put_own`) and the
         embedded marks, so the vector table can always be rebuilt with each memory's own vector.
-        Returns the table's new generation (for ExactIndex)."""
+        Returns the table's new generation (for ExactIndex). ``meta`` and ``new``: as
+        :meth:`VectorCache.upsert` (a write that has just inserted the records gives both: no
+        read back, no delete)."""
         rowids = [int(r) for r in rowids]
         arr = cache.check_vectors(vectors, len(rowids))
         if texts is not None and len(texts) != len(rowids):
@@ -359,7 +358,7 @@ class Repository:
                 texts = [r[1] for r in self._by_rowid("SELECT rowid, text FROM memory_records",
                                                       rowids)]
             keys = EmbeddingCache(self.conn).put_own(cache.model_version, texts, arr)
-            generation = cache.upsert(rowids, arr)
+            generation = cache.upsert(rowids, arr, meta, new=new)
             self.mark_embedded(rowids, cache.model_version, text_hashes=keys)
         return generation
 

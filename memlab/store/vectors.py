@@ -119,6 +119,15 @@ def _meta(conn: Connection, rowids: list[int]) -> dict[int, VectorMeta]:
     return out
 
 
+def record_meta(records: Sequence[Any]) -> list[VectorMeta]:
+    """The filter columns of these records as :func:`load_meta` reads them from their rows
+    (event_time, else timestamp, floored; active: lifecycle 'active' and not deprecated), from
+    the records in hand: a write that has just inserted them need not read them back."""
+    return [VectorMeta(r.agent_id, r.user_id, r.retention_layer, r.cognitive_layer,
+                       math.floor(r.timestamp if r.event_time is None else r.event_time),
+                       r.lifecycle_state == "active" and not r.deprecated) for r in records]
+
+
 def load_meta(conn: Connection, rowids: Sequence[int]) -> list[VectorMeta]:
     """Filter columns of these memories from ``memory_records``, in input order."""
     rowids = [int(r) for r in rowids]
@@ -259,10 +268,14 @@ class VectorCache:
         return "vec_int8(?)" if self.dtype == "int8" else "?"
 
     def upsert(self, rowids: Sequence[int], vectors: Any,
-               meta: Sequence[VectorMeta] | None = None) -> int:
+               meta: Sequence[VectorMeta] | None = None, *, new: bool = False) -> int:
         """Write (or replace) these rowids' vectors; ``meta`` defaults to the records' columns.
 
-        Validated first (dimension, finiteness, non-zero); returns the new generation.
+        Validated first (dimension, finiteness, non-zero); returns the new generation. ``new``:
+        the rowids were allocated by the write in progress (never used before: the records'
+        rowids are AUTOINCREMENT), so there is nothing to replace and no delete runs; a row the
+        table holds all the same (written behind memlab's back) fails the insert, and with it
+        the caller's transaction.
         """
         rowids = [int(r) for r in rowids]
         arr = self.check_vectors(vectors, len(rowids))
@@ -271,7 +284,8 @@ class VectorCache:
             meta = list(meta) if meta is not None else load_meta(self.conn, rowids)
             if len(meta) != len(rowids):
                 raise InvalidInput("meta", f"needs one per rowid ({len(rowids)})", len(meta))
-            self._delete(rowids)
+            if not new:
+                self._delete(rowids)
             self.conn.executemany(
                 f"INSERT INTO {self.table} (rowid, embedding, agent_id, user_id, retention_layer, "
                 f"cognitive_layer, event_time, active, event_bucket) VALUES "

@@ -228,8 +228,10 @@ def test_rows_of_two_conversations_never_collide(hashing_cfg):
     ranks = rank(rep, hashing_cfg)
     assert set(ranks["c1::q1"]) == {"c1::i1", "c1::i2"}
     assert set(ranks["c2::q1"]) == {"c2::i1", "c2::i2"}
+    # the embedding cache (empty): 4 item texts and the one question text both ask, embedded
     assert rep.counts == {"items_written": 4, "items": 4, "questions": 2, "conversations": 2,
-                          "candidates": 4}
+                          "candidates": 4, "embedding cache: hits": 0,
+                          "embedding cache: misses": 5}
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -131,7 +131,9 @@ def test_to_json_keys_timings_and_counts(tiny_bench_folder, hashing_cfg, tiny_be
     assert timings["peak_rss_mb"] > 1                   # megabytes, not bytes or gigabytes
     assert report["counts"] == {"items_written": 5, "items": 6, "questions": 4,
                                 "conversations": 2, "candidates": report["counts"]["candidates"],
-                                "questions_without_evidence_dropped": 0, "feature_cache_hit": 0}
+                                "questions_without_evidence_dropped": 0, "feature_cache_hit": 0,
+                                # an empty embedding cache: 6 item texts and 4 questions embedded
+                                "embedding cache: hits": 0, "embedding cache: misses": 10}
 
     table = format_table(out)
     for name in ("cos", "rrf", "tiny-bench"):

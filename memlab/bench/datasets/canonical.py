@@ -4,6 +4,10 @@ A canonical dataset is a folder of three files (see DESIGN.md):
 
 ``card.json``
     ``{"name", "version", "language": "zh|en|mixed", "license", "source", "granularity", "description"}``
+    and optionally ``"embed_max_tokens"``: the most tokens the embedder reads of one of its texts
+    (an integer in [16, 131072]; a benchmark replays the dataset with ``embedding.max_tokens`` set
+    to it unless the config sets one itself: :func:`memlab.bench.replay.card_config`). Absent:
+    the embedder's own.
 ``items.jsonl``
     one thing to memorise per line: ``{"conversation_id", "item_id", "session_id", "speaker", "text",
     "timestamp", "meta"}``
@@ -53,6 +57,17 @@ QUERY_FIELDS = ("conversation_id", "query_id", "text", "asked_at", "category", "
 
 # Per field: (kind, may be empty). Kinds: str, time, meta, ids.
 _CARD_SPEC = {f: ("str", f not in ("name", "version", "language")) for f in CARD_FIELDS}
+#: the card's optional length cap: its name and range (those of ``embedding.max_tokens``)
+CARD_CAP, CAP_RANGE = "embed_max_tokens", (16, 131_072)
+
+
+def _cap_problem(value: Any) -> str | None:
+    lo, hi = CAP_RANGE
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        return f"must be an integer in [{lo}, {hi}] (tokens the embedder reads of a text) or absent"
+    return None
 _ITEM_SPEC = {"conversation_id": ("str", False), "item_id": ("str", False), "session_id": ("str", True),
               "speaker": ("str", True), "text": ("str", False), "timestamp": ("time", False),
               "meta": ("meta", True)}
@@ -165,11 +180,14 @@ class Card:
     source: str
     granularity: str
     description: str
+    embed_max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         _check_record("card", self, _CARD_SPEC)
         if self.language not in LANGUAGES:
             raise InvalidInput("card.language", f"must be one of {LANGUAGES}", self.language)
+        if (rule := _cap_problem(self.embed_max_tokens)) is not None:
+            raise InvalidInput(f"card.{CARD_CAP}", rule, self.embed_max_tokens)
 
 
 @dataclass(frozen=True)
@@ -248,8 +266,11 @@ def _record_dict(record: Item | Question) -> dict[str, Any]:
             "evidence": list(record.evidence), "meta": record.meta}
 
 
-def _card_dict(card: Card) -> dict[str, str]:
-    return {f: getattr(card, f) for f in CARD_FIELDS}
+def _card_dict(card: Card) -> dict[str, Any]:
+    out: dict[str, Any] = {f: getattr(card, f) for f in CARD_FIELDS}
+    if card.embed_max_tokens is not None:   # absent otherwise: older datasets hash as before
+        out[CARD_CAP] = card.embed_max_tokens
+    return out
 
 
 @dataclass(frozen=True)
@@ -470,10 +491,13 @@ def read_card(file: str | os.PathLike[str]) -> Card:
         raise _fail(path, f"not UTF-8 ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise _fail(path, f"invalid JSON ({exc.msg} at column {exc.colno}; truncated file?)", line=exc.lineno) from None
+    cap = obj.pop(CARD_CAP, None) if isinstance(obj, dict) else None
     fields = _parse_fields(path, None, obj, _CARD_SPEC)
     if fields["language"] not in LANGUAGES:
         raise _fail(path, f"must be one of {LANGUAGES}", field="language", value=fields["language"])
-    return Card(**fields)
+    if (rule := _cap_problem(cap)) is not None:
+        raise _fail(path, rule, field=CARD_CAP, value=cap)
+    return Card(**fields, embed_max_tokens=cap)
 
 
 def read_dataset(path: str | os.PathLike[str], *, report: LoadReport | None = None,
