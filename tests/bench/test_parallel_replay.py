@@ -213,3 +213,55 @@ def test_a_local_dask_cluster_gives_the_serial_replay(hashing_cfg):
     assert np.array_equal(np.asarray(got.features.columns["cosine"]),
                           np.asarray(serial(ds, cfg, emb).features.columns["cosine"]),
                           equal_nan=True)
+
+
+def test_bench_cli_n_jobs_2_reports_the_metrics_of_n_jobs_1(tmp_path, hashing_yaml):
+    """`memlab bench -j 2` and `-j 1` on the zh/en set (each its own caches): the same JSON
+    metrics, per category and abstention; -j 2 replayed in processes (its counts say so)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from memlab.cli import app
+
+    folder = write_dataset(dataset(), tmp_path / "ds")
+    reports = {}
+    for j in ("1", "2"):
+        out = tmp_path / f"r{j}.json"
+        res = CliRunner().invoke(app, ["bench", "--dataset", str(folder), "--config",
+                                       str(hashing_yaml), "--set",
+                                       f"bench.cache_dir={tmp_path / ('c' + j)}", "--json",
+                                       str(out), "--no-track", "--out-dir", str(tmp_path / "res"),
+                                       "-q", "-j", j], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        reports[j] = json.loads(out.read_text(encoding="utf-8"))
+    for part in ("metrics", "per_category", "ranking", "abstention"):
+        assert reports["1"][part] == reports["2"][part], part
+    assert reports["2"]["counts"]["replay: conversations kept"] == 0
+    assert "replay: conversations kept" not in reports["1"]["counts"]
+    assert reports["2"]["timings"]["peak_rss_workers_mb"] > 0
+
+
+def test_sweep_n_jobs_2_replays_in_processes_and_scores_as_n_jobs_1(tmp_path, hashing_cfg):
+    """memlab.sweep(n_jobs=2): the feature cache is filled by a replay in two processes (the
+    entry's counts say so) and the default configuration scores as with n_jobs=1."""
+    import json
+
+    from memlab.tune.space import Space
+    from memlab.tune.sweep import sweep
+
+    folder = write_dataset(dataset(), tmp_path / "ds")
+    space = Space.from_dict({"params": {"fusion.relevance": {"float": [0.0, 0.62],
+                                                             "grid": [0.0, 0.62]}}}, name="g")
+    got = {}
+    for j in (1, 2):
+        over = {"embedding.backend": "hashing", "recall.floor_mode": "absolute",
+                "recall.relevance_floor": 0.0, "bench.cache_dir": str(tmp_path / f"c{j}"),
+                "vram.enabled": False}
+        got[j] = sweep(dataset=str(folder), preset="reverie", overrides=over, space=space,
+                       trials=2, n_jobs=j, out_dir=tmp_path / f"s{j}", progress=False)
+        (entry,) = [p for p in (tmp_path / f"c{j}" / "features").iterdir()]
+        counts = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))["counts"]
+        assert ("replay: conversations kept" in counts) == (j == 2)
+    assert got[1].default == got[2].default
+    assert got[1].best == got[2].best
