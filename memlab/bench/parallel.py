@@ -179,44 +179,59 @@ def replay_parallel(ds: Dataset, *, cfg: MemlabConfig, embedder, cache, n_jobs: 
     ``distributed.Client``; ``n_jobs`` unused). ``folder``/``key``: where finished
     conversations are kept, and the entry's key (:func:`memlab.bench.featcache.cached_replay`
     gives both; None: nothing kept). ``task``: the worker's function (tests wrap it).
-    Timings add ``replay_wall`` (the conversations' wall time); counts add
+    Timings add ``replay_wall`` (planning, the conversations and the merge); counts add
     ``replay: conversations kept`` (finished by an earlier run, read from ``folder``)."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise InvalidInput("n_jobs", "must be an integer >= 1", n_jobs)
-    plan = plan_replay(ds, cfg=cfg, embedder=embedder, cache=cache, progress=progress)
+    t0 = time.perf_counter()
+    workers = max(1, min(n_jobs, len(ds.conversations())))
+    with _executor(workers, scheduler) as (ex, lost):
+        if scheduler is None:   # the workers start (and import memlab) while this process plans
+            for _ in range(workers):
+                ex.submit(_ready)
+        plan = plan_replay(ds, cfg=cfg, embedder=embedder, cache=cache, progress=progress)
+        rep = _run(plan, ex, lost, cfg=cfg, embedder=embedder, folder=folder, key=key,
+                   progress=progress, task=task)
+    rep.timings["replay_wall"] = time.perf_counter() - t0
+    return rep
+
+
+def _ready() -> bool:
+    """A worker's first task: nothing, once this module (memlab's replay) is imported."""
+    return True
+
+
+def _run(plan: Plan, ex: Executor, lost: tuple[type, ...], *, cfg: MemlabConfig, embedder,
+         folder: Path | None, key: dict[str, Any] | None, progress: bool,
+         task: Callable[..., Replayed]) -> Replayed:
+    """The plan's conversations not kept in ``folder`` run on ``ex``; the merged Replayed."""
     done = load_parts(folder, key, plan)
     kept = len(done)
     todo = [c for c in plan.conversations if c.index not in done]
     emb = None if embedder is None else (getattr(embedder, "name", type(embedder).__name__),
                                          embedder.version, int(embedder.dim))
-    t0 = time.perf_counter()
     bar = tqdm(total=len(plan.conversations), initial=kept, desc=f"replay {plan.dataset}",
                unit="conv", disable=not progress)
     try:
-        if todo:
-            with _executor(min(n_jobs, len(todo)), scheduler) as (ex, lost):
-                futures: dict[Future, Conversation] = {
-                    ex.submit(task, c, cfg, plan.background, plan.dataset, emb): c for c in todo}
-                try:
-                    for fut in as_completed(futures):
-                        _finish(fut, futures[fut], done, folder, key)
-                        bar.update(1)
-                except BaseException as exc:
-                    for fut, c in futures.items():   # every conversation that did finish
-                        if fut.done() and not fut.cancelled() and fut.exception() is None:
-                            _finish(fut, c, done, folder, key)
-                    if not isinstance(exc, lost):
-                        raise
-                    missing = [c.conversation_id for c in plan.conversations
-                               if c.index not in done]
-                    raise ReplayWorkerLost(
-                        plan.dataset, kept=len(done), missing=missing,
-                        folder=str(folder) if folder is not None else None,
-                        cause=f"{type(exc).__name__}: {exc}") from exc
+        futures: dict[Future, Conversation] = {
+            ex.submit(task, c, cfg, plan.background, plan.dataset, emb): c for c in todo}
+        try:
+            for fut in as_completed(futures):
+                _finish(fut, futures[fut], done, folder, key)
+                bar.update(1)
+        except BaseException as exc:
+            for fut, c in futures.items():   # every conversation that did finish
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    _finish(fut, c, done, folder, key)
+            if not isinstance(exc, lost):
+                raise
+            missing = [c.conversation_id for c in plan.conversations if c.index not in done]
+            raise ReplayWorkerLost(plan.dataset, kept=len(done), missing=missing,
+                                   folder=str(folder) if folder is not None else None,
+                                   cause=f"{type(exc).__name__}: {exc}") from exc
     finally:
         bar.close()
     rep = merge(plan, [done[c.index] for c in plan.conversations])
-    rep.timings["replay_wall"] = time.perf_counter() - t0
     rep.counts["replay: conversations kept"] = kept
     return rep
 
