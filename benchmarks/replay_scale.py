@@ -16,7 +16,9 @@ its own: the first ``size`` conversations of the dataset replayed by
 embedding cache warm (``--cache-dir``: copy ``embeddings.sqlite`` there first; a cell whose texts
 are not all cached says how many it embedded). Per cell: the replay's wall seconds (embedder
 loading and dataset loading apart), questions per second, the speed-up over ``--n-jobs 1`` at the
-same size, the peak RSS of the process (the parent: it embeds and merges) and of its largest
+same size, the CPU seconds of the replay (this process and its workers: user + system; on a
+shared machine the honest measure of the work, which parallelism must not inflate much), the peak
+RSS of the process (the parent: it embeds and merges) and of its largest
 worker process, and the load average before and after. The embedder's model is loaded before the
 clock starts; an unrecorded first cell brings the model file and the data into the OS cache. The cells of one size run one after
 another (1, 2, ...), and the sizes in order, so ratios are measured side by side on a machine
@@ -56,6 +58,11 @@ def rss_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024
 
 
+def cpu_s(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -90,9 +97,12 @@ def cell(opt: dict[str, Any], size: int, jobs: int) -> dict[str, Any]:
     before = cache.count()
     t_embedder = time.perf_counter() - t0
     load_before = load()
+    cpu0 = cpu_s(resource.RUSAGE_SELF), cpu_s(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     rep = replay_cached(ds, cfg, embedder=embedder, cache=cache, progress=False, n_jobs=jobs)
     wall = time.perf_counter() - t0
+    cpu_parent = cpu_s(resource.RUSAGE_SELF) - cpu0[0]
+    cpu_workers = cpu_s(resource.RUSAGE_CHILDREN) - cpu0[1]
     after = cache.count()
     cache.close()
     return {"size": len(ds.conversations()), "jobs": jobs, "questions": rep.counts["questions"],
@@ -100,6 +110,7 @@ def cell(opt: dict[str, Any], size: int, jobs: int) -> dict[str, Any]:
             "embed_s": round(rep.timings.get("embed", 0.0), 2),
             "questions_per_s": round(rep.counts["questions"] / wall, 1),
             "load_s": round(t_load, 2), "embedder_s": round(t_embedder, 2),
+            "cpu_parent_s": round(cpu_parent, 2), "cpu_workers_s": round(cpu_workers, 2),
             "peak_rss_mb": round(rss_mb(resource.RUSAGE_SELF)),
             "peak_rss_worker_mb": round(rss_mb(resource.RUSAGE_CHILDREN)) if jobs > 1 else None,
             "embedded_here": after - before,
@@ -159,7 +170,8 @@ def print_report(report: dict[str, Any]) -> None:
           f"{report['date']}, load before/after {report['load_before']} / "
           f"{report['load_after']}")
     head = (f"{'convs':>5} {'jobs':>4} {'questions':>9} {'items':>6} {'replay s':>9} "
-            f"{'q/s':>7} {'speed-up':>8} {'parent MB':>9} {'worker MB':>9}  load before")
+            f"{'q/s':>7} {'speed-up':>8} {'CPU s':>6} {'parent MB':>9} {'worker MB':>9}  "
+            "load before")
     print(head)
     for r in report["results"]["rows"]:
         if "error" in r:
@@ -168,7 +180,8 @@ def print_report(report: dict[str, Any]) -> None:
         w = r.get("peak_rss_worker_mb")
         print(f"{r['size']:>5} {r['jobs']:>4} {r['questions']:>9} {r['items']:>6} "
               f"{r['replay_s']:>9.1f} {r['questions_per_s']:>7.1f} "
-              f"{r.get('speedup_vs_1', float('nan')):>8.2f} {r['peak_rss_mb']:>9} "
+              f"{r.get('speedup_vs_1', float('nan')):>8.2f} "
+              f"{r['cpu_parent_s'] + r['cpu_workers_s']:>6.1f} {r['peak_rss_mb']:>9} "
               f"{'-' if w is None else w:>9}  {r['load_before']}")
     for r in report["results"]["memdaily"]:
         if r.get("status") == "not run":
