@@ -300,10 +300,12 @@ def plan_replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, ca
             cache=cache, progress=progress)
         counts["windows"] = sum(len(w) for w in windows)
         timings["embed_windows"] = time.perf_counter() - t0
+    def cut(a, lo, hi):
+        return None if a is None else a[lo:hi]
+
     convs, d_off, q_off = [], 0, 0
     for i, c in enumerate(ds.conversations()):
         n, m = len(conv_items[c]), len(conv_questions[c])
-        cut = (lambda a, lo, hi: None if a is None else a[lo:hi])
         convs.append(Conversation(i, c, conv_items[c], conv_questions[c], rendered[c],
                                   cut(doc_vecs, d_off, d_off + n), cut(q_vecs, q_off, q_off + m),
                                   cut(m_vecs, d_off, d_off + n), cut(windows, d_off, d_off + n)))

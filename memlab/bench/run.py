@@ -24,6 +24,7 @@ from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.environment import environment, environment_line
 from memlab.bench.featcache import cached_replay, features_key  # noqa: F401 (features_key: public here too)
 from memlab.bench.goldage import gold_columns, with_gold_columns
+from memlab.bench.parallel import replay_parallel
 from memlab.bench.replay import ROWS_PER_CONVERSATION, Replayed, ranked_per_question, replay
 from memlab.bench.significance import compare_with_config, format_p
 from memlab.config import MemlabConfig, describe
@@ -223,8 +224,6 @@ def replay_cached(ds: Dataset, cfg: MemlabConfig, *, embedder, cache=None,
     None). ``n_jobs`` > 1: the conversations are replayed in that many worker processes;
     ``scheduler``: on that Dask cluster (:mod:`memlab.bench.parallel`); the raw signals are the
     same."""
-    from memlab.bench.parallel import replay_parallel
-
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise InvalidInput("n_jobs", "must be an integer >= 1", n_jobs)
     own = cache is None
