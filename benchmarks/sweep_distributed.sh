@@ -4,7 +4,8 @@
 # Starts a throw-away PostgreSQL cluster under a temporary folder (port chosen free, 127.0.0.1
 # only, removed at exit), warms memlab's caches with one trial, then times
 #   one worker:  memlab sweep ... --trials N                    (study "one")
-#   two workers: two memlab sweep ... --trials N, concurrently  (study "two", seeds 0 and 1)
+#   two workers: two memlab sweep ... --trials N, concurrently  (study "two", the second joins
+#                once the study holds a trial)
 # and prints finished trials and trials/s of each, then checks study "two": every trial was run
 # by one worker, and no configuration was run twice. Not a test: a measurement to report.
 #
@@ -23,10 +24,12 @@
 # driver in the Python that runs memlab (the `distributed` extra), and an ordinary user.
 # Exit 2 with what to install or set when one is missing.
 #
-# Separate commands on one study need distinct --seed values: each seeds its sampler from
-# (seed, worker, trials already in the study), and two commands started together see the same
-# study. Each command's budget is N minus the trials finished when it starts, so two started
-# together on an empty study run N each (2N in all): trials/s compares equal work per worker.
+# Separate commands on one study share its --seed (a study is bound to its sampler and seed:
+# another seed is refused) and seed their samplers from (seed, worker, trials already in the
+# study): two commands that open an empty study at the same moment would draw the same
+# configurations, so the second (another machine, in real use) starts once the study holds a
+# trial. Each command's budget is N minus the trials finished when it starts, so both run about
+# N (2N in all): trials/s compares equal work per worker.
 # The 1-minute load average (/proc/loadavg) is printed at each phase's start and end: on a
 # shared machine the wall-clock figures mean little without it. The CPU seconds per trial (user +
 # system of the sweep processes, from bash's `times`; PostgreSQL's own server not counted) do not
@@ -116,8 +119,21 @@ cpu_now; c0=$(cpu_read)
 l0=$(load); t0=$(date +%s.%N)
 sweep --study one --trials "$TRIALS" >"$TMP/one.txt"
 l1=$(load); t1=$(date +%s.%N); cpu_now; c1=$(cpu_read)
-sweep --study two --trials "$TRIALS" --seed 0 >"$TMP/two-a.txt" & a=$!
-sweep --study two --trials "$TRIALS" --seed 1 >"$TMP/two-b.txt" & b=$!
+sweep --study two --trials "$TRIALS" >"$TMP/two-a.txt" & a=$!
+# the second worker joins when study "two" holds a trial (or the first command has ended)
+"$PY" - "$URL" "$a" <<'EOF'
+import os, sys, time, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+url, pid = sys.argv[1], int(sys.argv[2])
+while os.path.exists(f"/proc/{pid}"):
+    try:
+        if optuna.load_study(study_name="two", storage=url).get_trials(deepcopy=False):
+            break
+    except KeyError:            # not created yet
+        pass
+    time.sleep(0.2)
+EOF
+sweep --study two --trials "$TRIALS" >"$TMP/two-b.txt" & b=$!
 wait "$a" "$b"
 l2=$(load); t2=$(date +%s.%N); cpu_now; c2=$(cpu_read)
 n1=$(count one)

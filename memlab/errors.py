@@ -27,7 +27,21 @@ def shown(value: Any, *, cut: int | None = None) -> str:
 
 
 class MemlabError(Exception):
-    """Base class of every error memlab raises on purpose."""
+    """Base class of every error memlab raises on purpose.
+
+    Picklable with its fields (a worker process's or a Dask worker's error reaches the caller as
+    the same class, message and attributes; Python's default would call ``__init__`` with the
+    message alone, which most subclasses refuse)."""
+
+    def __reduce__(self):
+        return _restore, (type(self), self.args, dict(self.__dict__))
+
+
+def _restore(cls: type, args: tuple, state: dict) -> MemlabError:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
 
 
 class ConfigError(MemlabError, ValueError):
@@ -193,3 +207,30 @@ class WorkspaceError(MemlabError, ValueError):
         shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
         got = f" (got {shown!r})" if value is not None else ""
         super().__init__(f"{where}:{what} {rule}{got}")
+
+
+class ReplayError(MemlabError):
+    """A replay in worker processes or on a Dask cluster (:mod:`memlab.bench.parallel`) cannot
+    run or finish: the optional extra it needs is not installed, or the cluster cannot be
+    reached."""
+
+
+class ReplayWorkerLost(ReplayError):
+    """A replay worker (a process of ``--n-jobs``, or a Dask worker) died while replaying
+    (killed, out of memory, crashed). The conversations that finished are kept on disk beside
+    the feature cache entry; a rerun replays only the others.
+
+    ``dataset``: its name; ``kept``: conversations finished and kept; ``missing``: the
+    conversation ids not finished; ``folder``: where the finished ones are (None: the feature
+    cache is off, nothing kept)."""
+
+    def __init__(self, dataset: str, *, kept: int, missing: list[str], folder: str | None,
+                 cause: str) -> None:
+        self.dataset, self.kept, self.missing, self.folder = dataset, kept, missing, folder
+        where = (f"kept in {folder}: a rerun replays only the {len(missing)} others" if folder
+                 else "not kept (bench.feature_cache is off)")
+        shown_ids = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more"
+                                              if len(missing) > 5 else "")
+        super().__init__(f"replay of dataset {dataset!r}: a worker was lost ({cause}) with "
+                         f"{len(missing)} conversation(s) not finished ({shown_ids}); {kept} "
+                         f"finished conversation(s) {where}")

@@ -38,6 +38,7 @@ def sweep(dataset: str = "memlab-lifelog", path: str | Path | None = None, *,
           test_dataset: str | None = None,
           test_path: str | None = None,
           n_jobs: int = 1,
+          scheduler: str | None = None,
           storage: str | Path | None = None,
           study: str | None = None,
           seed: int | None = 0,
@@ -72,7 +73,10 @@ def sweep(dataset: str = "memlab-lifelog", path: str | Path | None = None, *,
         macro_categories: the mean of the per-category means.
         folds: K folds by conversation: tune on K-1, score the best on the held-out fold.
         test_dataset, test_path: also score the best and the default config on this dataset.
-        n_jobs: worker processes on one study.
+        n_jobs: worker processes on one study; the replay that fills the feature cache also
+            runs its conversations in this many processes.
+        scheduler: a Dask scheduler address (``tcp://host:8786``) that replays the
+            conversations instead (the optional extra ``distributed``).
         storage: Optuna storage (default ``<out_dir>/<study>.journal``) or an RDB URL.
         study: the study's name (default from space, dataset, preset and objective).
         seed: sampler and fold seed.
@@ -110,7 +114,8 @@ def sweep(dataset: str = "memlab-lifelog", path: str | Path | None = None, *,
                        path=None if path is None else str(path), dataset_options=options,
                        limit=limit, overrides=over, test_dataset=test_dataset,
                        test_path=test_path, out_dir=folder, progress=progress,
-                       start_from_default=start_from_default, embedder=embedder)
+                       start_from_default=start_from_default, embedder=embedder,
+                       scheduler=scheduler)
     ended = time.time()
     if verbose:
         print(result.format(top))

@@ -69,6 +69,14 @@ def bench(
     metric: Optional[List[str]] = typer.Option(
         None, "--metric", help="Metric(s) of the per-category tables, repeatable or a comma "
         "list, e.g. ndcg@10,mrr (default recall@10; cut-offs from bench.ks)."),
+    n_jobs: int = typer.Option(
+        1, "--n-jobs", "-j", min=1, help="Replay the dataset's conversations in J worker "
+        "processes (each conversation is its own store; the metrics are those of -j 1). "
+        "Finished conversations are kept beside the feature cache entry: a rerun after a "
+        "killed worker replays only the others."),
+    scheduler: Optional[str] = typer.Option(
+        None, "--scheduler", help="Replay the conversations on a Dask cluster, e.g. "
+        "tcp://host:8786 (the optional extra 'distributed'; -j is then unused)."),
     per_query: Optional[Path] = typer.Option(
         None, "--per-query", help="Write the presets question by question (.parquet or .csv): "
         "category, language, gold age, each preset's best gold rank and recall@bench.k, and "
@@ -107,7 +115,8 @@ def bench(
         started = time.time()
         out = run_bench(dataset=dataset, presets=presets, path=path,
                         dataset_options=loader_options(option), limit=limit,
-                        progress=not quiet, lexical_only=lexical_only, lenient=lenient)
+                        progress=not quiet, lexical_only=lexical_only, lenient=lenient,
+                        n_jobs=n_jobs, scheduler=scheduler)
         ended = time.time()
     typer.echo(format_table(out, per_category=per_category))
     run_dir = run_folder(out_dir, out.dataset.card.name)

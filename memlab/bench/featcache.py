@@ -193,15 +193,23 @@ def load(folder: Path, key: dict[str, Any]) -> Replayed:
                     timings={}, counts=dict(manifest.get("counts") or {}))
 
 
+def partial_dir(folder: Path) -> Path:
+    """Where a replay in worker processes keeps its finished conversations until the entry
+    ``folder`` is written (:mod:`memlab.bench.parallel`): ``<entry>.partial/``, removed then."""
+    return folder.with_name(folder.name + ".partial")
+
+
 def cached_replay(ds: Dataset, *, cfg: MemlabConfig, embedder_version: str,
-                  replay_fn: Callable[[], Replayed]) -> Replayed:
+                  replay_fn: Callable[..., Replayed], partial: bool = False) -> Replayed:
     """The dataset's raw signals from the feature cache (``bench.feature_cache``; folder
     ``bench.cache_dir``/features), or replayed by ``replay_fn`` and written there. The returned
     timings say which (``feature_cache_load``, or the replay's stages and ``feature_cache_write``);
     its counts carry ``feature_cache_hit`` and, when an unusable entry was replaced,
-    ``feature_cache_rebuilt``."""
+    ``feature_cache_rebuilt``. ``partial``: ``replay_fn`` is called with the folder where it may
+    keep finished conversations (:func:`partial_dir`; None when the cache is off), and its key;
+    the folder is removed once the entry is written."""
     if not cfg.bench.feature_cache:
-        return replay_fn()
+        return replay_fn(None, None) if partial else replay_fn()
     key = cache_key(ds, cfg, embedder_version)
     folder = entry_dir(under_home(cfg.bench.cache_dir), key)   # relative: under the memlab home
     rebuilt = 0
@@ -217,9 +225,11 @@ def cached_replay(ds: Dataset, *, cfg: MemlabConfig, embedder_version: str,
             rep.timings["feature_cache_load"] = time.perf_counter() - t0
             rep.counts["feature_cache_hit"] = 1
             return rep
-    rep = replay_fn()
+    rep = replay_fn(partial_dir(folder), key) if partial else replay_fn()
     t0 = time.perf_counter()
     save(rep, folder, key)
+    if partial:
+        shutil.rmtree(partial_dir(folder), ignore_errors=True)
     rep.timings["feature_cache_write"] = time.perf_counter() - t0
     rep.counts["feature_cache_hit"] = 0
     if rebuilt:

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,7 @@ from memlab.embed import Embedder
 from memlab.errors import ConfigError, DatasetError, InvalidInput
 from memlab.embed.numerics import numerics_key
 from memlab.recall.background import REPLACED, background_for
-from memlab.recall.features import Features, empty_table
+from memlab.recall.features import COLUMNS, Features, empty_table
 from memlab.recall.tree import tree_distance_column
 from memlab.windows import split_many
 from memlab.write.importance import score_importance
@@ -253,19 +253,43 @@ def embed_windows(texts: Sequence[str], *, cfg: MemlabConfig, embedder: Embedder
     return np.split(vecs, np.cumsum(counts)[:-1]) if len(texts) else [], int((counts > 0).sum())
 
 
-def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
-           progress: bool = True) -> Replayed:
-    """Write every conversation into a fresh store in time order and compute the raw signals of
-    each question at its asked_at. ``embedder`` None: lexical routes only (documented)."""
-    from memlab.api import open_store
+@dataclass
+class Conversation:
+    """What one conversation's replay reads (picklable: what a worker process receives): its
+    items in time order, its questions by asked_at, the items as rendered, and the slices of the
+    dataset's vectors that are its own (None without an embedder)."""
 
+    index: int                       # its place in ds.conversations(): its rows' offset
+    conversation_id: str
+    items: list[Item]
+    questions: list[Question]
+    rendered: list[str]
+    doc_vecs: np.ndarray | None = None
+    q_vecs: np.ndarray | None = None
+    m_vecs: np.ndarray | None = None
+    windows: list[np.ndarray] | None = None
+
+
+@dataclass
+class Plan:
+    """A dataset made ready to replay: every vector embedded (the embedding stage, in the calling
+    process, through the embedding cache), one :class:`Conversation` per conversation."""
+
+    dataset: str
+    conversations: list[Conversation]
+    background: object | None
+    timings: Counter
+    counts: Counter
+
+
+def plan_replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
+                progress: bool = True) -> Plan:
+    """Render every item and embed items, questions, writer mode's item queries, the long items'
+    windows and the relevance floor's background sample (``embedder`` None: nothing embedded)."""
     timings: Counter[str] = Counter()
     counts: Counter[str] = Counter()
-    template, k = cfg.bench.render_template, ranked_per_question(cfg)
+    template = cfg.bench.render_template
     writer = cfg.bench.write_mode == "writer"
-    # raw mode writes the items as given: their fact keys are stored, never superseding one
-    # another (facts over time is the write side's: writer mode applies facts.rule)
-    store_cfg = cfg if writer else cfg.replace(**{"facts.rule": "none"})
     t0 = time.perf_counter()
     conv_items = {c: ds.items_of(c) for c in ds.conversations()}
     conv_questions = {c: sorted(ds.questions_of(c), key=lambda q: q.asked_at)
@@ -305,105 +329,172 @@ def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
             cache=cache, progress=progress, stats=counts)
         counts["windows"] = sum(len(w) for w in windows)
         timings["embed_windows"] = time.perf_counter() - t0
+    def cut(a, lo, hi):
+        return None if a is None else a[lo:hi]
 
-    tables, terms, texts, ids = [], {}, {}, {}
-    row_item, row_session, qrows = {}, {}, []
-    offset, qid, d_off, q_off = 0, 0, 0, 0
-    bar = tqdm(total=len(all_questions), desc=f"replay {ds.card.name}", unit="q",
-               disable=not progress)
-    for conv in ds.conversations():
-        items, questions = conv_items[conv], conv_questions[conv]
-        n_items = len(items)
-        clock = ReplayClock(items[0].timestamp.timestamp() if items else 0.0)
-        store = open_store(":memory:", config=store_cfg, embedder=embedder, clock=clock,
-                           load_embedder=False)
-        written = 0
-        tree = None
-        if cfg.bench.dialog_tree:
-            if doc_vecs is None:   # no embedder: no attach score, tree_distance stays unknown
-                counts["dialog tree: not built (no embedder)"] += 1
-            else:
-                tree = ConversationTree(items, cfg)
-        try:
-            qi = 0
-            while qi < len(questions):
-                asked = questions[qi].asked_at
-                group = [questions[qi]]
-                while qi + len(group) < len(questions) and questions[qi + len(group)].asked_at == asked:
-                    group.append(questions[qi + len(group)])
-                upto = written
-                while upto < n_items and items[upto].timestamp <= asked:
-                    upto += 1
-                t1 = time.perf_counter()
-                if upto > written:
-                    make = writer_fields if writer else item_fields
-                    batch = [make(items[j], cfg=cfg, rendered=rendered[conv][j])
-                             for j in range(written, upto)]
-                    vecs = None if doc_vecs is None else doc_vecs[d_off + written:d_off + upto]
-                    mvecs = None if m_vecs is None else m_vecs[d_off + written:d_off + upto]
-                    wins = None if windows is None else windows[d_off + written:d_off + upto]
-                    results = write_items(store, items[written:upto], batch, vecs,
-                                          dataset=ds.card.name, writer=writer,
-                                          message_vectors=mvecs, windows=wins)
-                    if tree is not None:
-                        tree.add(items[written:upto], vecs)
-                    if writer:
-                        for r in results:
-                            counts["writer: " + (f"stored {r.layer}" if r.stored else
-                                                 "not stored (gate)" if not r.gate.remember
-                                                 else "not stored (short-term draw)")] += 1
-                    written = upto
-                timings["ingest"] += time.perf_counter() - t1
-                t2 = time.perf_counter()
-                qv = None if q_vecs is None else q_vecs[q_off + qi:q_off + qi + len(group)]
-                feats = store.features([q.text for q in group], k=k, query_vectors=qv,
-                                       now=asked.timestamp(), background=background)
-                timings["recall"] += time.perf_counter() - t2
-                tab = feats.table.copy()
-                if tree is not None and len(tab):
-                    t3 = time.perf_counter()
-                    tab["tree_distance"] = tree_distance_column(
-                        tab["qid"].to_numpy(), tab["row"].to_numpy(), feats.ids,
-                        [tree.distances(v, asked.timestamp()) for v in qv])
-                    timings["dialog_tree"] += time.perf_counter() - t3
-                local_rows = tab["row"].to_numpy()
-                uniq = np.unique(local_rows)
-                remap = {int(r): offset + int(r) for r in uniq}
-                tab["row"] = np.array([remap[int(r)] for r in local_rows], dtype=np.int64)
-                tab["qid"] = tab["qid"].to_numpy() + qid
-                tables.append(tab)
-                for r in uniq:
-                    g = remap[int(r)]
-                    terms[g] = feats.terms[int(r)]
-                    texts[g] = feats.texts[int(r)]
-                    ids[g] = feats.ids[int(r)]
-                for q in group:
-                    qrows.append({"qid": qid, "query_id": q.query_id, "conversation_id": conv,
-                                  "category": q.category, "evidence": tuple(q.evidence),
-                                  "text": q.text})
-                    qid += 1
-                bar.update(len(group))
-                qi += len(group)
-            # rows of this store: ids are item ids; sessions from the items
-            sess = {it.item_id: it.session_id for it in items}
-            for g, item_id in ((g, i) for g, i in ids.items() if g >= offset):
-                row_item[g] = item_id
-                row_session[g] = sess.get(item_id, "")
-            counts["items_written"] += written
-            if tree is not None:
-                counts.update(tree.counts)
-                counts["dialog tree: roots"] += len(tree.tree.roots)
-            counts["items"] += n_items
-        finally:
-            store.close()
-        offset += ROWS_PER_CONVERSATION
-        d_off += n_items
-        q_off += len(questions)
-    bar.close()
-    counts["questions"] = qid
-    counts["conversations"] = len(ds.conversations())
+    convs, d_off, q_off = [], 0, 0
+    for i, c in enumerate(ds.conversations()):
+        n, m = len(conv_items[c]), len(conv_questions[c])
+        convs.append(Conversation(i, c, conv_items[c], conv_questions[c], rendered[c],
+                                  cut(doc_vecs, d_off, d_off + n), cut(q_vecs, q_off, q_off + m),
+                                  cut(m_vecs, d_off, d_off + n), cut(windows, d_off, d_off + n)))
+        d_off += n
+        q_off += m
+    return Plan(ds.card.name, convs, background, timings, counts)
+
+
+def replay_conversation(conv: Conversation, *, cfg: MemlabConfig, embedder: Embedder | None,
+                        background, dataset: str, tick=None) -> Replayed:
+    """One conversation written into a fresh store in time order, each question's raw signals
+    at its asked_at: a Replayed whose rows are the store's own (from 1) and qids from 0
+    (:func:`merge` shifts them). ``tick(n)``: called as ``n`` questions are done."""
+    from memlab.api import open_store
+
+    timings: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    k = ranked_per_question(cfg)
+    writer = cfg.bench.write_mode == "writer"
+    # raw mode writes the items as given: their fact keys are stored, never superseding one
+    # another (facts over time is the write side's: writer mode applies facts.rule)
+    store_cfg = cfg if writer else cfg.replace(**{"facts.rule": "none"})
+    items, questions = conv.items, conv.questions
+    doc_vecs, q_vecs, m_vecs, windows = conv.doc_vecs, conv.q_vecs, conv.m_vecs, conv.windows
+    tables, terms, texts, ids, qrows = [], {}, {}, {}, []
+    n_items, qid = len(items), 0
+    clock = ReplayClock(items[0].timestamp.timestamp() if items else 0.0)
+    store = open_store(":memory:", config=store_cfg, embedder=embedder, clock=clock,
+                       load_embedder=False)
+    written = 0
+    tree = None
+    if cfg.bench.dialog_tree:
+        if doc_vecs is None:   # no embedder: no attach score, tree_distance stays unknown
+            counts["dialog tree: not built (no embedder)"] += 1
+        else:
+            tree = ConversationTree(items, cfg)
+    try:
+        qi = 0
+        while qi < len(questions):
+            asked = questions[qi].asked_at
+            group = [questions[qi]]
+            while qi + len(group) < len(questions) and questions[qi + len(group)].asked_at == asked:
+                group.append(questions[qi + len(group)])
+            upto = written
+            while upto < n_items and items[upto].timestamp <= asked:
+                upto += 1
+            t1 = time.perf_counter()
+            if upto > written:
+                make = writer_fields if writer else item_fields
+                batch = [make(items[j], cfg=cfg, rendered=conv.rendered[j])
+                         for j in range(written, upto)]
+                vecs = None if doc_vecs is None else doc_vecs[written:upto]
+                mvecs = None if m_vecs is None else m_vecs[written:upto]
+                wins = None if windows is None else windows[written:upto]
+                results = write_items(store, items[written:upto], batch, vecs,
+                                      dataset=dataset, writer=writer,
+                                      message_vectors=mvecs, windows=wins)
+                if tree is not None:
+                    tree.add(items[written:upto], vecs)
+                if writer:
+                    for r in results:
+                        counts["writer: " + (f"stored {r.layer}" if r.stored else
+                                             "not stored (gate)" if not r.gate.remember
+                                             else "not stored (short-term draw)")] += 1
+                written = upto
+            timings["ingest"] += time.perf_counter() - t1
+            t2 = time.perf_counter()
+            qv = None if q_vecs is None else q_vecs[qi:qi + len(group)]
+            feats = store.features([q.text for q in group], k=k, query_vectors=qv,
+                                   now=asked.timestamp(), background=background)
+            timings["recall"] += time.perf_counter() - t2
+            tab = feats.table.copy()
+            if tree is not None and len(tab):
+                t3 = time.perf_counter()
+                tab["tree_distance"] = tree_distance_column(
+                    tab["qid"].to_numpy(), tab["row"].to_numpy(), feats.ids,
+                    [tree.distances(v, asked.timestamp()) for v in qv])
+                timings["dialog_tree"] += time.perf_counter() - t3
+            tab["row"] = tab["row"].to_numpy().astype(np.int64)
+            tab["qid"] = tab["qid"].to_numpy() + qid
+            tables.append(tab)
+            for r in np.unique(tab["row"].to_numpy()).tolist():
+                terms[r], texts[r], ids[r] = feats.terms[r], feats.texts[r], feats.ids[r]
+            for q in group:
+                qrows.append({"qid": qid, "query_id": q.query_id,
+                              "conversation_id": conv.conversation_id, "category": q.category,
+                              "evidence": tuple(q.evidence), "text": q.text})
+                qid += 1
+            if tick is not None:
+                tick(len(group))
+            qi += len(group)
+        counts["items_written"] += written
+        if tree is not None:
+            counts.update(tree.counts)
+            counts["dialog tree: roots"] += len(tree.tree.roots)
+        counts["items"] += n_items
+    finally:
+        store.close()
+    sess = {it.item_id: it.session_id for it in items}   # rows' ids are item ids
     table = pd.concat(tables, ignore_index=True) if tables else empty_table()
-    counts["candidates"] = len(table)
     return Replayed(Features(table=table, terms=terms, texts=texts, ids=ids,
                              query_texts=tuple(r["text"] for r in qrows)),
-                    pd.DataFrame(qrows), row_item, row_session, dict(timings), dict(counts))
+                    pd.DataFrame(qrows), dict(ids), {g: sess.get(i, "") for g, i in ids.items()},
+                    dict(timings), dict(counts))
+
+
+def merge(plan: Plan, parts: Sequence[Replayed]) -> Replayed:
+    """The dataset's Replayed from its conversations' (:func:`replay_conversation`, in the
+    plan's order): conversation i's rows shifted by i x ROWS_PER_CONVERSATION, qids numbered on
+    across conversations; counts and stage timings summed."""
+    timings, counts = Counter(plan.timings), Counter(plan.counts)
+    cols: dict[str, list[np.ndarray]] = {}
+    terms, texts, ids, row_item, row_session, qrows = {}, {}, {}, {}, {}, []
+    qid = 0
+    for conv, part in zip(plan.conversations, parts, strict=True):
+        offset = conv.index * ROWS_PER_CONVERSATION
+        f = part.features
+        c = f.columns
+        if len(f):
+            for name in c:
+                v = np.asarray(c[name])
+                cols.setdefault(name, []).append(
+                    v + offset if name == "row" else v + qid if name == "qid" else v)
+        for src, dst in ((f.terms, terms), (f.texts, texts), (f.ids, ids),
+                         (part.row_item, row_item), (part.row_session, row_session)):
+            dst.update((offset + int(r), v) for r, v in src.items())
+        for r in part.questions.to_dict(orient="records"):
+            qrows.append({**r, "qid": int(r["qid"]) + qid,
+                          "evidence": tuple(r["evidence"])})
+        qid += len(part.questions)
+        timings.update(part.timings)
+        counts.update(part.counts)
+    counts["questions"] = qid
+    counts["conversations"] = len(plan.conversations)
+    order = [n for n in COLUMNS if n in cols] + [n for n in cols if n not in COLUMNS]
+    table = ({n: np.concatenate(cols[n]) for n in order} if cols   # the table's column order
+             else {n: empty_table()[n].to_numpy() for n in empty_table().columns})
+    counts["candidates"] = len(table["qid"])
+    return Replayed(Features(columns=table, terms=terms, texts=texts, ids=ids,
+                             query_texts=tuple(r["text"] for r in qrows)),
+                    pd.DataFrame(qrows, columns=_QUESTION_COLUMNS), row_item, row_session,
+                    dict(timings), dict(counts))
+
+
+_QUESTION_COLUMNS = ["qid", "query_id", "conversation_id", "category", "evidence", "text"]
+
+
+def replay(ds: Dataset, *, cfg: MemlabConfig, embedder: Embedder | None, cache,
+           progress: bool = True) -> Replayed:
+    """Write every conversation into a fresh store in time order and compute the raw signals of
+    each question at its asked_at. ``embedder`` None: lexical routes only (documented).
+    In this process, one conversation after another (:mod:`memlab.bench.parallel`: in worker
+    processes or on a Dask cluster, with the same result)."""
+    plan = plan_replay(ds, cfg=cfg, embedder=embedder, cache=cache, progress=progress)
+    bar = tqdm(total=sum(len(c.questions) for c in plan.conversations),
+               desc=f"replay {ds.card.name}", unit="q", disable=not progress)
+    try:
+        parts = [replay_conversation(c, cfg=cfg, embedder=embedder, background=plan.background,
+                                     dataset=plan.dataset, tick=bar.update)
+                 for c in plan.conversations]
+    finally:
+        bar.close()
+    return merge(plan, parts)

@@ -24,6 +24,7 @@ from memlab.bench.datasets.canonical import Dataset
 from memlab.bench.environment import environment, environment_line
 from memlab.bench.featcache import cached_replay, features_key  # noqa: F401 (features_key: public here too)
 from memlab.bench.goldage import gold_columns, with_gold_columns
+from memlab.bench.parallel import replay_parallel
 from memlab.bench.replay import (ROWS_PER_CONVERSATION, Replayed, card_config, ranked_per_question,
                                   replay)
 from memlab.bench.significance import compare_with_config, format_p
@@ -201,8 +202,10 @@ class BenchOutcome:
         }
 
 
-def _peak_rss_mb() -> float:
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def _peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
+    """Peak resident memory in MB of this process, or (``RUSAGE_CHILDREN``) of the largest of
+    its finished child processes (the ``n_jobs`` replay workers)."""
+    rss = resource.getrusage(who).ru_maxrss
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
 
@@ -216,18 +219,27 @@ def open_cache(cfg: MemlabConfig):
 
 
 def replay_cached(ds: Dataset, cfg: MemlabConfig, *, embedder, cache=None,
-                  progress: bool = True) -> Replayed:
+                  progress: bool = True, n_jobs: int = 1, scheduler=None) -> Replayed:
     """The raw signals of ``ds`` under ``cfg``: from the feature cache, or replayed (and cached).
     ``embedder`` None: lexical only. ``cache``: the embedding cache (opened and closed here when
-    None)."""
+    None). ``n_jobs`` > 1: the conversations are replayed in that many worker processes;
+    ``scheduler``: on that Dask cluster (:mod:`memlab.bench.parallel`); the raw signals are the
+    same."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
+        raise InvalidInput("n_jobs", "must be an integer >= 1", n_jobs)
     own = cache is None
     cache = open_cache(cfg) if own else cache
+    version = numerics_key(embedder) if embedder is not None else "none"
     try:
+        if n_jobs == 1 and scheduler is None:
+            return cached_replay(ds, cfg=cfg, embedder_version=version,
+                                 replay_fn=lambda: replay(ds, cfg=cfg, embedder=embedder,
+                                                          cache=cache, progress=progress))
         return cached_replay(
-            ds, cfg=cfg,
-            embedder_version=numerics_key(embedder) if embedder is not None else "none",
-            replay_fn=lambda: replay(ds, cfg=cfg, embedder=embedder, cache=cache,
-                                     progress=progress))
+            ds, cfg=cfg, embedder_version=version, partial=True,
+            replay_fn=lambda folder, key: replay_parallel(
+                ds, cfg=cfg, embedder=embedder, cache=cache, n_jobs=n_jobs,
+                scheduler=scheduler, folder=folder, key=key, progress=progress))
     finally:
         if own:
             cache.close()
@@ -253,7 +265,8 @@ def _nothing_to_evaluate(loaded: int, limit: int | None, no_gold: int, dropped: 
 def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path: str | None = None,
               dataset_options: Mapping[str, Any] | None = None, limit: int | None = None,
               progress: bool = True, embedder=None, lexical_only: bool = False,
-              lenient: bool = False, gate=None) -> BenchOutcome:
+              lenient: bool = False, gate=None, n_jobs: int = 1,
+              scheduler=None) -> BenchOutcome:
     """Run every preset on one dataset; presets that share candidate settings share one replay.
 
     An embedder that cannot load stops the run (EmbeddingUnavailable) unless lexical ranking was
@@ -262,7 +275,10 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
     ``lenient``: the loader drops and reports bad records instead of stopping at the first one.
     ``gate``: the VRAM gate the embedder runs through (:mod:`memlab.bench.vramgate`); None: a
     default one on :func:`memlab.vram.detect.detect_device`, unless the first preset has
-    ``vram.enabled`` false (then no gate). Results are the same with or without it."""
+    ``vram.enabled`` false (then no gate). Results are the same with or without it.
+    ``n_jobs``: worker processes that replay the conversations; ``scheduler``: a Dask
+    scheduler address that does (:mod:`memlab.bench.parallel`). Results are the same; the
+    timings add ``peak_rss_workers_mb`` (the largest worker process, when there were any)."""
     from memlab.bench.vramgate import default_gate, open_bench_gate
     from memlab.embed import make_embedder
 
@@ -324,7 +340,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
         for name, cfg in presets:
             key = features_key(cfg)
             if key not in groups:
-                rep = replay_cached(ds, cfg, embedder=embedder, cache=cache, progress=progress)
+                rep = replay_cached(ds, cfg, embedder=embedder, cache=cache, progress=progress,
+                                    n_jobs=n_jobs, scheduler=scheduler)
                 groups[key] = rep
                 golds[key] = gold_columns(ds, rep, cfg=cfg)
                 for stage, secs in rep.timings.items():
@@ -368,6 +385,8 @@ def run_bench(*, dataset: str, presets: Sequence[tuple[str, MemlabConfig]], path
                                    for r in groups.values())
     timings["total"] = time.perf_counter() - t0
     timings["peak_rss_mb"] = _peak_rss_mb()
+    if n_jobs > 1 or scheduler is not None:
+        timings["peak_rss_workers_mb"] = _peak_rss_mb(resource.RUSAGE_CHILDREN)
     return BenchOutcome(ds, results, timings, counts,
                         embedder.version if embedder is not None else no_embedder, significance,
                         vram, environment(embedder=embedder, threads=base.embedding.threads))
@@ -487,9 +506,11 @@ def format_table(out: BenchOutcome, *, metrics: Sequence[str] = ("recall@5", "re
               "with gold that got at least one",
               abst.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")]
     t = out.timings
+    workers = (f" (largest replay worker {t['peak_rss_workers_mb']:.0f} MB)"
+               if "peak_rss_workers_mb" in t else "")
     lines += ["", "timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()
-                                             if k != "peak_rss_mb")
-              + f"; peak memory {t.get('peak_rss_mb', 0):.0f} MB"]
+                                             if not k.startswith("peak_rss"))
+              + f"; peak memory {t.get('peak_rss_mb', 0):.0f} MB" + workers]
     lines += cache_lines(out.counts)
     if out.environment is not None:
         lines.append(environment_line(out.environment))

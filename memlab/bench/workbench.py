@@ -70,6 +70,8 @@ def bench(dataset: str = "memlab-lifelog", path: str | Path | None = None, *,
           cache_dir: str | Path | None = None,
           lexical_only: bool = False,
           lenient: bool = False,
+          n_jobs: int = 1,
+          scheduler: str | None = None,
           vram_gate: bool = True,
           out_dir: str | Path | None = None,
           track: bool = True,
@@ -98,6 +100,10 @@ def bench(dataset: str = "memlab-lifelog", path: str | Path | None = None, *,
             folder.
         lexical_only: rank with the lexical routes only; no embedder is loaded.
         lenient: drop and list the dataset's bad records instead of stopping at the first.
+        n_jobs: replay the conversations in this many worker processes (``--n-jobs``; the
+            metrics are those of 1).
+        scheduler: replay them on this Dask cluster instead (``--scheduler``, e.g.
+            ``tcp://host:8786``; the optional extra ``distributed``).
         vram_gate: run the embedder through the VRAM gate (False: ``vram.enabled`` false).
         out_dir: where the run folder goes (default ``results/`` under the memlab home).
         track: log to MLflow (one run per preset, a parent run when several), as the command
@@ -132,7 +138,8 @@ def bench(dataset: str = "memlab-lifelog", path: str | Path | None = None, *,
     started = time.time()
     out = run_bench(dataset=dataset, presets=cfgs, path=None if path is None else str(path),
                     dataset_options=options, limit=limit, progress=progress, embedder=embedder,
-                    lexical_only=lexical_only, lenient=lenient)
+                    lexical_only=lexical_only, lenient=lenient, n_jobs=n_jobs,
+                    scheduler=scheduler)
     ended = time.time()
     if verbose:
         print(format_table(out, per_category=per_category))

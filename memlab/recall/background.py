@@ -401,6 +401,23 @@ def probe_difference(bg: Background, texts: dict[str, list[str]], live: EmbedFn,
     return worst
 
 
+def _memo_key(rc: RecallConfig, version: str):
+    """(the sample's texts, its questions or None, the key background_for keeps it by)."""
+    texts = load_texts(rc)
+    questions = None if rc.background_calibration == "none" else load_questions(rc)
+    qdigest = None if questions is None else sample_digest(questions)
+    return texts, questions, (version, sample_digest(texts), qdigest, rc.background_dir,
+                              rc.background_probe, rc.background_tolerance)
+
+
+def adopt(rc: RecallConfig, bg: Background) -> None:
+    """Make ``bg`` (made by :func:`background_for` with ``rc`` in another process) what
+    :func:`background_for` answers here for ``rc`` and ``bg.version``: a replay worker
+    (:mod:`memlab.bench.parallel`) uses the caller's sample, as the serial replay's stores do,
+    instead of embedding it again."""
+    _MEMO[_memo_key(rc, bg.version)[2]] = bg
+
+
 def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn,
                    live: EmbedFn | None = None) -> Background:
     """The sample of ``rc`` embedded by the embedder ``version``: packaged vectors of this version
@@ -411,12 +428,8 @@ def background_for(rc: RecallConfig, *, version: str, embed: EmbedFn,
     ``rc.background_calibration`` is 'none', with the question sample and its calibration
     (packaged with the vectors, else embedded through ``embed`` as questions). Kept in process
     memory by (version, sample digests, probe size, tolerance)."""
-    texts = load_texts(rc)
-    digest = sample_digest(texts)
-    questions = None if rc.background_calibration == "none" else load_questions(rc)
-    qdigest = None if questions is None else sample_digest(questions)
-    key = (version, digest, qdigest, rc.background_dir, rc.background_probe,
-           rc.background_tolerance)
+    texts, questions, key = _memo_key(rc, version)
+    digest, qdigest = key[1], key[2]
     got = _MEMO.get(key)
     if got is None:
         pk = packaged(version, digest, rc.background_dir, questions_digest=qdigest)

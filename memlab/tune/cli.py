@@ -42,7 +42,12 @@ def sweep_cmd(
                                                "and the default config on this dataset."),
     test_path: Optional[str] = typer.Option(None, "--test-path", help="Where the test dataset's "
                                             "files are."),
-    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Worker processes on one study."),
+    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Worker processes on one study; the "
+                               "replay that fills the feature cache (when it is not there yet) "
+                               "also runs its conversations in J processes."),
+    scheduler: Optional[str] = typer.Option(
+        None, "--scheduler", help="Replay the conversations on a Dask cluster, e.g. "
+        "tcp://host:8786 (the optional extra 'distributed'); trials still run here."),
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage: a journal file "
                                           "(default OUT_DIR/STUDY.journal) or an RDB URL "
                                           "(postgresql://..., sqlite:///...)."),
@@ -100,6 +105,7 @@ def sweep_cmd(
                        preset=preset, space=space, sampler=sampler, trials=trials,
                        objective=objective, level=level, macro_categories=macro, folds=folds,
                        test_dataset=test_dataset, test_path=test_path, n_jobs=n_jobs,
+                       scheduler=scheduler,
                        storage=storage, study=study, seed=seed, limit=limit, overrides=overrides,
                        out_dir=out_dir, progress=not quiet,
                        start_from_default=start_from_default)

@@ -76,11 +76,13 @@ class Evaluator:
     ``level``: item or session (``per_query``'s); ``macro``: mean of per-category means;
     ``embedder``: the replay's embedder (None: lexical routes only); ``max_replays``: replays
     kept in memory (least recently used dropped first; a dropped one comes back from the
-    feature cache).
+    feature cache); ``n_jobs``, ``scheduler``: where a replay runs its conversations
+    (:func:`memlab.bench.run.replay_cached`).
     """
 
     def __init__(self, ds: Dataset, objective: Objective, *, embedder, level: str = "item",
-                 macro: bool = False, progress: bool = False, max_replays: int = 8) -> None:
+                 macro: bool = False, progress: bool = False, max_replays: int = 8,
+                 n_jobs: int = 1, scheduler=None) -> None:
         if level not in LEVELS:
             raise InvalidInput("level", f"must be one of {', '.join(LEVELS)}", level)
         if isinstance(max_replays, bool) or not isinstance(max_replays, int) or max_replays < 1:
@@ -91,12 +93,14 @@ class Evaluator:
         self.sessions = item_sessions(ds) if level == "session" else None
         self.replays: OrderedDict[str, Replayed] = OrderedDict()
         self.replayed = 0   # replays fetched (from the feature cache or replayed)
+        self.n_jobs, self.scheduler = n_jobs, scheduler
 
     def replay(self, cfg: MemlabConfig) -> Replayed:
         key = features_key(cfg)
         rep = self.replays.get(key)
         if rep is None:
-            rep = replay_cached(self.ds, cfg, embedder=self.embedder, progress=self.progress)
+            rep = replay_cached(self.ds, cfg, embedder=self.embedder, progress=self.progress,
+                                n_jobs=self.n_jobs, scheduler=self.scheduler)
             self.replayed += 1
             self.replays[key] = rep
             while len(self.replays) > self.max_replays:

@@ -285,7 +285,7 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
           overrides: Mapping[str, Any] | None = None, test_dataset: str | None = None,
           test_path: str | None = None, out_dir: str | Path = "results/sweeps",
           progress: bool = True, start_from_default: bool = True,
-          embedder=None, gate=None) -> SweepResult:
+          embedder=None, gate=None, scheduler=None) -> SweepResult:
     """Search ``space`` for the configuration of ``preset`` that does best on ``objective``.
 
     Returns a :class:`~memlab.tune.report.SweepResult`: ``.trials`` (a DataFrame, one row per
@@ -304,6 +304,10 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     ``result.vram``); None: a default one unless the preset has ``vram.enabled`` false. Only the
     replay (the default configuration's, which fills the feature cache) and a test dataset's
     embed: trials rescore cached raw signals and run no model.
+    ``n_jobs`` also runs that replay's conversations in ``n_jobs`` processes, and
+    ``scheduler`` (a Dask scheduler address) on a cluster (:mod:`memlab.bench.parallel`; the
+    raw signals are the same); trials that replay again (another candidates config) do it in
+    their own process.
     """
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise InvalidInput("trials", "must be an integer >= 1", trials)
@@ -345,8 +349,9 @@ def sweep(*, dataset: str, space: str | Path | Space, preset: str | None = None,
     else:
         emb = embedder if embedder is not None else _embedder(base)
     evaluator = Evaluator(ds, obj, embedder=emb, level=level, macro=macro_categories,
-                          progress=progress)
+                          progress=progress, n_jobs=n_jobs, scheduler=scheduler)
     default_frame = evaluator.per_query(base)   # writes the feature cache the workers read
+    evaluator.n_jobs, evaluator.scheduler = 1, None   # trials' own replays: in this process
     if vram is not None:
         vram.features_cached = all(r.counts.get("feature_cache_hit") == 1
                                    for r in evaluator.replays.values())
