@@ -129,7 +129,10 @@ def memory_from_arrays(a: dict[str, np.ndarray], generation: int,
 
 
 def _probe_memory(conn: Connection, ix: MemoryIndex, size: int) -> None:
-    """Sampled live rows read alike from SQLite and from the index, and as many rows."""
+    """Sampled live rows read alike from SQLite and from the index, and as many rows (nothing
+    compared when ``size`` is 0)."""
+    if size <= 0:
+        return
     live = np.flatnonzero(ix._a["live"][:ix._n])
     count = conn.execute("SELECT count(*) FROM memory_records").fetchone()[0]
     _require(count == len(live), f"the index holds {len(live)} memories, the store {count}")
@@ -233,6 +236,8 @@ def exact_from_arrays(a: dict[str, np.ndarray], meta: dict, cache: VectorCache,
 
 
 def _probe_exact(cache: VectorCache, ix: ExactIndex, size: int) -> None:
+    if size <= 0:
+        return
     count = cache.count()
     _require(count == len(ix), f"the index holds {len(ix)} vectors, the table {count}")
     pos = persist.probe_positions(len(ix), size)

@@ -77,7 +77,7 @@ def model_name(model_version: str) -> str:
 
 
 def _crc(arr: np.ndarray) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(arr)).cast("B"))
+    return zlib.crc32(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
 
 
 def save(folder: Path, name: str, key: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
