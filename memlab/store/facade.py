@@ -143,6 +143,7 @@ class Store:
         #: how each in-process index was opened ("loaded", "rebuilt: <why>"; store.persist_index)
         self.index_opened: dict[str, str] = {}
         self._saved = {"memory": -1, "dense": -1}   # generations saved beside the store
+        self._distrust = False    # after an inconsistency: reload from SQLite, not saved states
         if embedder is not None:
             s = config.store
             self.vectors = VectorCache(conn, model_version=embedder.version, dim=int(embedder.dim),
@@ -165,7 +166,7 @@ class Store:
         return view
 
     def _load_memory_index(self) -> MemoryIndex:
-        if not self._persisting():
+        if not self._persisting() or self._distrust:
             return MemoryIndex.load(self.conn, config=self.config)
         index, self.index_opened["memory"], self._saved["memory"] = open_memory_index(
             self.path, self.conn, self.config, self.stats)
@@ -269,9 +270,12 @@ class Store:
                                     f"(MemoryStore.rebuild_vectors())") from exc
 
     def resync(self) -> None:
-        """Drop what the in-process indexes hold: the next read reloads them from the store."""
+        """Drop what the in-process indexes hold: the next read reloads them from the store
+        (from SQLite itself, not from a state saved beside it, which is replaced at close)."""
         self._memory_index = None
         self._read_once = True
+        self._distrust = True
+        self._saved = {"memory": -1, "dense": -1}
         if self.dense is not None and self.dense.index is not None:
             self.dense.index.stale = True
 
