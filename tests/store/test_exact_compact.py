@@ -34,7 +34,7 @@ def test_dot_equals_the_widened_rows(dtype):
     np.testing.assert_allclose(dots.dot(rows, q, idx), want, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("dtype,tol", [("float16", 2e-3), ("int8", 0.01)])
+@pytest.mark.parametrize("dtype,tol", [("float16", 1e-4), ("int8", 4e-3)])
 def test_compact_index_ranks_close_to_float32(dtype, tol):
     rng = np.random.default_rng(2)
     n = 2000
@@ -45,14 +45,16 @@ def test_compact_index_ranks_close_to_float32(dtype, tol):
         ix.add(rowids, m, meta(n))
     assert small._mat.dtype == np.dtype(dtype) and small._mat.nbytes * \
         (2 if dtype == "float16" else 4) == full._mat.nbytes
-    overlap = []
+    overlap, errors = [], []
     for q in unit(rng, 40):
         r32, c32 = full.search(q, 10, agent_id="a", user_id="u")
         r, c = small.search(q, 10, agent_id="a", user_id="u")
         overlap.append(len(set(r.tolist()) & set(r32.tolist())) / 10)
         # the cosine of each returned row is its float32 cosine within the rows' rounding
         exact = dict(zip(rowids.tolist(), (m @ q).tolist()))
-        assert np.abs(c - np.array([exact[x] for x in r.tolist()])).max() < tol
+        errors.extend(c - np.array([exact[x] for x in r.tolist()]))
+    # each cosine within the rows' rounding (int8: 0.25/127 per component), and no bias
+    assert np.abs(errors).max() < tol and abs(np.mean(errors)) < tol / 8
     assert np.mean(overlap) >= 0.9
     pos, vecs = small.vectors([5, 10**6, 9])
     assert pos.tolist() == [0, 2]
