@@ -179,7 +179,7 @@ class StoreConfig(_Section):
         "byte: about 0.13 s per 150 MB; false: shapes, lengths and the probe only).",
         stage="runtime")
     index_probe: int = _f(
-        32, "Rows of each persisted index compared with SQLite when it is loaded (evenly "
+        16, "Rows of each persisted index compared with SQLite when it is loaded (evenly "
         "spaced; a memory's id, text, owner, searchability; a vector's bytes): a mismatch "
         "means rebuild. 0: no probe.", stage="runtime", ge=0, le=100_000)
     busy_timeout_ms: int = _f(10_000, "SQLite busy timeout for concurrent writers (ms).",

@@ -79,13 +79,14 @@ def memory_from_arrays(a: dict[str, np.ndarray], generation: int,
     ix._a = {k: a[f"col_{k}"] for k in _ARRAYS}
     ix._n = ix._cap = n
 
-    def strings(name: str) -> list[str]:
+    def strings(name: str, lazy: bool = False) -> list[str]:
         try:
-            return persist.strings_from_arrays(a[f"{name}_blob"], a[f"{name}_lens"])
+            return persist.strings_from_arrays(a[f"{name}_blob"], a[f"{name}_lens"], lazy=lazy)
         except (ValueError, UnicodeDecodeError) as exc:
             raise persist.Unusable(f"corrupt: {name}: {exc}") from exc
 
-    ix._ids, ix._texts, ix._speakers = strings("ids"), strings("texts"), strings("speakers")
+    ix._ids, ix._texts, ix._speakers = (strings(k, lazy=True) for k in ("ids", "texts",
+                                                                         "speakers"))
     _require(len(ix._ids) == len(ix._texts) == len(ix._speakers) == n, "string columns' lengths")
     ix._words = strings("words")
     ix._vocab = dict(zip(ix._words, range(len(ix._words))))
@@ -236,10 +237,10 @@ def exact_from_arrays(a: dict[str, np.ndarray], meta: dict, cache: VectorCache,
 
 
 def _probe_exact(cache: VectorCache, ix: ExactIndex, size: int) -> None:
+    """Sampled vectors read alike from the table and from the index (the generation, checked
+    before, already says the table has not changed since the state was saved)."""
     if size <= 0:
         return
-    count = cache.count()
-    _require(count == len(ix), f"the index holds {len(ix)} vectors, the table {count}")
     pos = persist.probe_positions(len(ix), size)
     if not len(pos):
         return

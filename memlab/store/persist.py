@@ -31,6 +31,7 @@ the files; a later save writes a new folder. Old folders are removed after the m
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -130,7 +131,7 @@ def load(folder: Path, name: str, key: Mapping[str, Any], *, checksum: bool,
     for k, spec in files.items():
         f = data / f"{k}.npy"
         try:
-            arr = np.load(f, mmap_mode="c", allow_pickle=False)
+            arr = np.load(f, mmap_mode="c", allow_pickle=False).view(np.ndarray)
         except (OSError, ValueError, EOFError) as exc:
             raise Unusable(f"corrupt: {f.name}: {exc}") from exc
         if list(arr.shape) != spec["shape"] or arr.dtype.str != spec["dtype"]:
@@ -149,11 +150,42 @@ def strings_to_arrays(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
                                                       count=len(strings))
 
 
-def strings_from_arrays(blob: np.ndarray, lens: np.ndarray) -> list[str]:
-    """Inverse of :func:`strings_to_arrays`; ValueError when they disagree."""
+class LazyStrings:
+    """A list of strings saved back to back (:func:`strings_to_arrays`), each sliced out of the
+    decoded text when read; strings appended later are kept as a list. Supports ``len``,
+    indexing, iteration and ``extend`` (what the indexes use of a list)."""
+
+    def __init__(self, text: str, lens: np.ndarray) -> None:
+        self._text = text
+        self._ends = np.cumsum(lens)
+        self._starts = self._ends - lens
+        self._n = len(lens)
+        self._tail: list[str] = []
+
+    def __len__(self) -> int:
+        return self._n + len(self._tail)
+
+    def __getitem__(self, p: int) -> str:
+        if 0 <= p < self._n:
+            return self._text[self._starts[p]:self._ends[p]]
+        return self._tail[p - self._n]
+
+    def __iter__(self):
+        return itertools.chain((self[p] for p in range(self._n)), self._tail)
+
+    def extend(self, strings) -> None:
+        self._tail.extend(strings)
+
+
+def strings_from_arrays(blob: np.ndarray, lens: np.ndarray, *, lazy: bool = False
+                        ) -> list[str] | LazyStrings:
+    """Inverse of :func:`strings_to_arrays` (``lazy``: a :class:`LazyStrings`); ValueError when
+    they disagree."""
     text = bytes(blob).decode("utf-8", "surrogatepass")
-    if len(lens) and (int(lens.sum()) != len(text) or int(lens.min()) < 0):
+    if int(lens.sum()) != len(text) or (len(lens) and int(lens.min()) < 0):
         raise ValueError(f"string lengths sum to {int(lens.sum())}, the text holds {len(text)}")
+    if lazy:
+        return LazyStrings(text, lens)
     ends = np.cumsum(lens).tolist()
     starts = [0] + ends[:-1]
     return [text[a:b] for a, b in zip(starts, ends)]
@@ -166,5 +198,5 @@ def probe_positions(n: int, size: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, size)).round().astype(np.int64))
 
 
-__all__ = ["FORMAT", "MEMORY", "Saved", "Unusable", "folder_of", "load", "model_name", "probe_positions",
+__all__ = ["FORMAT", "LazyStrings", "MEMORY", "Saved", "Unusable", "folder_of", "load", "model_name", "probe_positions",
            "save", "strings_from_arrays", "strings_to_arrays"]

@@ -209,3 +209,15 @@ def test_a_compact_exact_index_is_saved_and_keyed_by_its_dtype(tmp_path, dtype):
     with opened(path, c) as st:
         assert st._store.index_opened["dense"] == "loaded"
         assert st._store.dense.index._mat.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_strings_round_trip_zh_and_en(lazy):
+    strings = ["", "Alice", "小明在北京", "emoji 🎉 and 汉字", "", "x" * 5]
+    blob, lens = persist.strings_to_arrays(strings)
+    got = persist.strings_from_arrays(blob, lens, lazy=lazy)
+    assert len(got) == 6 and [got[i] for i in range(6)] == strings and list(got) == strings
+    got.extend(["新的"])
+    assert got[6] == "新的" and list(got)[-1] == "新的"
+    with pytest.raises(ValueError, match="lengths sum to"):
+        persist.strings_from_arrays(blob[:-3], lens, lazy=lazy)
