@@ -10,7 +10,7 @@ same rowids, cosines within float32 rounding (parity-tested).
 Compact rows (``store.exact_dtype``): the index may hold its unit vectors as float16 (half the
 memory) or int8 (a quarter: ``quantize_int8`` of the unit vector at ``store.int8_scale``), scanned
 by :func:`memlab.store.dots.dot` against the float32 query. Cosines are then those of the stored
-rows (float16 rounding; int8: the dequantised row, not renormalised), so the ranking may differ
+rows (float16 rounding; int8: the dequantised row, renormalised by its stored norm), so the ranking may differ
 from float32's near ties: the top-10 overlap is measured by ``benchmarks/recall_latency.py``.
 
 Keeping in step: load it at open (:meth:`ExactIndex.load`); after each *committed* write apply the
@@ -67,6 +67,7 @@ class ExactIndex:
         self._layer = np.zeros(0, np.int8)
         self._time = np.zeros(0, np.int64)
         self._active = np.zeros(0, bool)
+        self._rnorm = np.zeros(0, np.float32)   # 1 / |held row| (int8: the dequantised row's)
         self._codes: dict[str, int] = {}
         self._pos = RowMap()
 
@@ -120,7 +121,8 @@ class ExactIndex:
             keep = np.ones(self._n, bool)
             keep[drop] = False
             n = int(keep.sum())
-            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_mat"):
+            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_rnorm",
+                         "_mat"):
                 arr = getattr(self, name)
                 arr[:n] = arr[:self._n][keep]
             self._n = n
@@ -149,7 +151,7 @@ class ExactIndex:
         if need > len(self._rowid):
             cap = max(need, 2 * len(self._rowid), 1024)
             self._mat = _grow(self._mat, cap)
-            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active"):
+            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_rnorm"):
                 setattr(self, name, _grow(getattr(self, name), cap))
         s = slice(self._n, need)
         self._mat[s] = mat
@@ -159,6 +161,7 @@ class ExactIndex:
         self._layer[s] = [LAYER_CODES[x.retention_layer] for x in meta]
         self._time[s] = [x.event_time for x in meta]
         self._active[s] = [x.active for x in meta]
+        self._rnorm[s] = self.inverse_norms(mat)
         self._pos.set(rowids, np.arange(self._n, self._n + m))
         self._n = need
 
@@ -170,6 +173,14 @@ class ExactIndex:
             return quantize_int8(unit, self.int8_scale)
         return unit.astype(_ROW_TYPES[self.exact_dtype], copy=False)
 
+    def inverse_norms(self, rows: np.ndarray) -> np.ndarray:
+        """1 / |row| of held rows (1 for float32 and float16 rows, unit already; int8 rows: of
+        the dequantised row, so that its cosine is that of the row as held, renormalised)."""
+        if self.exact_dtype != "int8":
+            return np.ones(len(rows), np.float32)
+        norms = np.linalg.norm(self._unit(rows), axis=1)
+        return (1.0 / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
     def _unit(self, rows: np.ndarray) -> np.ndarray:
         """Held rows back as float32 vectors (int8: dequantised)."""
         out = rows.astype(np.float32)
@@ -179,8 +190,9 @@ class ExactIndex:
         """(positions in ``rowids`` held by the index, their unit vectors as ranked)."""
         at = self._pos.lookup(rowids)
         pos = np.flatnonzero(at >= 0)
-        return pos, self._unit(self._mat[at[pos]]) if len(pos) else \
-            np.zeros((0, self.dim), np.float32)
+        if not len(pos):
+            return pos, np.zeros((0, self.dim), np.float32)
+        return pos, self._unit(self._mat[at[pos]]) * self._rnorm[at[pos], None]
 
     # -- search ----------------------------------------------------------------------------------
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
@@ -218,7 +230,7 @@ class ExactIndex:
         if self.exact_dtype != "float32":
             sims = dot(self._mat, q, idx)
             if self.exact_dtype == "int8":
-                sims = sims * np.float32(self.int8_scale / 127.0)
+                sims = sims * np.float32(self.int8_scale / 127.0) * self._rnorm[idx]
         elif len(idx) < self.gather_fraction * n:
             sims = self._mat[idx] @ q
         else:

@@ -211,7 +211,7 @@ def _rebuilt(name: str, path: str, why: str, stats: Counter[str]) -> None:
 
 
 # -- ExactIndex --------------------------------------------------------------------------------
-_EXACT = ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_mat")
+_EXACT = ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_rnorm", "_mat")
 
 
 def exact_key(cache: VectorCache, exact_dtype: str) -> dict:

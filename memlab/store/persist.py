@@ -47,7 +47,7 @@ import numpy as np
 log = logging.getLogger("memlab")
 
 #: memlab's index file format: bump when what an index saves, or how, changes.
-FORMAT = 1
+FORMAT = 2
 #: The MemoryIndex's name in the folder (the dense indexes': :func:`model_name`).
 MEMORY = "memory"
 

@@ -56,6 +56,11 @@ def test_compact_index_ranks_close_to_float32(dtype, tol):
     # each cosine within the rows' rounding (int8: 0.25/127 per component), and no bias
     assert np.abs(errors).max() < tol and abs(np.mean(errors)) < tol / 8
     assert np.mean(overlap) >= 0.9
+    if dtype == "int8":   # the cosine of the dequantised row, renormalised (float64 formula)
+        deq = quantize_int8(m, 0.25).astype(np.float64) * (0.25 / 127)
+        deq /= np.linalg.norm(deq, axis=1, keepdims=True)
+        r, c = small.search(q, 10, agent_id="a", user_id="u")
+        np.testing.assert_allclose(c, deq[r - 1] @ q, atol=1e-5)
     pos, vecs = small.vectors([5, 10**6, 9])
     assert pos.tolist() == [0, 2]
     np.testing.assert_allclose(vecs, m[[4, 8]], atol=tol)
