@@ -211,7 +211,9 @@ class Store:
         """Where recall reads candidates and stored signals (``store.memory_index``): the
         in-process :class:`MemoryIndex`, synced with the change log, or the :class:`Repository`'s
         SQL. The index is loaded at the second read of an opened store (or now, with ``load``):
-        a one-off recall (the CLI) is faster through SQL than through loading every memory.
+        a one-off recall (the CLI) is faster through SQL than through loading every memory;
+        when a saved state lies beside the store (``store.persist_index``) it is mapped at the
+        first read instead (:func:`~memlab.store.indexio.open_memory_index`).
         Inside a write transaction always the SQL: the index never reads writes that could still
         roll back. Inside a read snapshot (:meth:`read`) the index is synced to that snapshot, so
         it answers for the same state as every other read of the snapshot."""
