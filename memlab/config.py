@@ -162,7 +162,9 @@ class StoreConfig(_Section):
         "float32", "How the in-process exact index (read_index numpy) holds its unit vectors: "
         "float32, float16 (half the memory) or int8 (a quarter; quantised at int8_scale). The "
         "compact ones change cosines slightly and may reorder near ties (top-10 overlap with "
-        "float32: benchmarks/recall_latency.py). memlab's choice: float32.", stage="candidates")
+        "float32: benchmarks/recall_latency.py). Scanned by numba kernels (the fast extra; "
+        "without it numpy converts rows in blocks, slower). memlab's choice: float32.",
+        stage="candidates")
     persist_index: bool = _f(
         True, "Save the in-process indexes (MemoryIndex, the exact dense index) as arrays in "
         "<store>.idx/ beside a store file and memory-map them at the next open instead of "
