@@ -10,8 +10,9 @@ same rowids, cosines within float32 rounding (parity-tested).
 Compact rows (``store.exact_dtype``): the index may hold its unit vectors as float16 (half the
 memory) or int8 (a quarter: ``quantize_int8`` of the unit vector at ``store.int8_scale``), scanned
 by :func:`memlab.store.dots.dot` against the float32 query. Cosines are then those of the stored
-rows (float16 rounding; int8: the dequantised row, renormalised by its stored norm), so the ranking may differ
-from float32's near ties: the top-10 overlap is measured by ``benchmarks/recall_latency.py``.
+rows (float16 rounding; int8: the dequantised row, renormalised by its stored norm), so the
+ranking may differ from float32's near ties: the top-10 overlap is measured by
+``benchmarks/recall_latency.py``.
 
 Keeping in step: load it at open (:meth:`ExactIndex.load`); after each *committed* write apply the
 same change (:meth:`add`, :meth:`remove`) passing the generation the write returned; a generation

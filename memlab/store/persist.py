@@ -1,4 +1,4 @@
-"""Persisted in-process indexes: their arrays beside the store, memory-mapped at open, never trusted blindly.
+"""Persisted in-process indexes: arrays beside the store, memory-mapped at open, checked first.
 
 Opening a store used to rebuild the :class:`~memlab.store.memindex.MemoryIndex` and the dense
 :class:`~memlab.store.exact.ExactIndex` from SQLite (4.8 s and 4.1 s at 100k memories). Each index
@@ -198,5 +198,5 @@ def probe_positions(n: int, size: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, size)).round().astype(np.int64))
 
 
-__all__ = ["FORMAT", "LazyStrings", "MEMORY", "Saved", "Unusable", "folder_of", "load", "model_name", "probe_positions",
-           "save", "strings_from_arrays", "strings_to_arrays"]
+__all__ = ["FORMAT", "LazyStrings", "MEMORY", "Saved", "Unusable", "folder_of", "load",
+           "model_name", "probe_positions", "save", "strings_from_arrays", "strings_to_arrays"]
