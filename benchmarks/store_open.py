@@ -15,6 +15,11 @@ Prints tables and writes JSON (``--json``, default ``results/store_open.json``).
   on and off, ``vector_sample`` 0, and the same with ``store.read_index = "sqlite-vec"`` (no
   in-process vector index loaded at open, so the checks' share shows). The file is in the OS page
   cache (warm) after the build: a cold open reads the file from disk first.
+* **open + first recall** (issue 22, item 1): ``open_store`` then one ``recall(query, k=10)``,
+  the in-process indexes persisted beside the store (``store.persist_index``, the state saved by
+  an earlier open: memory-mapped and checked) against rebuilt from SQLite (``persist_index``
+  off: today's open), with the open-time checks off and on, side by side in rotating order,
+  medians of ``--repeats``; how each index was opened is recorded (``index_opened``).
 * **checks alone**: ``PRAGMA quick_check``, ``PRAGMA integrity_check``, the vector contents
   sample (``memlab.store.vecscan.sample``) and every vector (``vecscan.scan``), and ``memlab
   store check`` without and with ``--full``.
@@ -126,6 +131,57 @@ def time_opens(path: Path, variants: dict[str, MemlabConfig], emb: BenchEmbedder
              "runs_ms": [round(x, 1) for x in s]} for n, s in samples.items()]
 
 
+QUERIES = ["who bought a new kettle at the market", "小明 周末 咖啡", "what did Caroline say about chess"]
+
+
+def recall_variants(base: MemlabConfig) -> dict[str, MemlabConfig]:
+    fast = {"store.quick_check": False, "store.vector_sample": 0}
+    on = {"store.persist_index": True}
+    off = {"store.persist_index": False}
+    return {"persisted, checks off": base.replace(**fast, **on),
+            "persisted, checks off, no CRC-32": base.replace(
+                **fast, **on, **{"store.index_checksum": False}),
+            "rebuilt, checks off": base.replace(**fast, **off),
+            "persisted, default checks": base.replace(**on),
+            "rebuilt, default checks": base.replace(**off)}
+
+
+def time_first_recalls(path: Path, variants: dict[str, MemlabConfig], emb: BenchEmbedder,
+                       repeats: int) -> list[dict[str, Any]]:
+    """open_store + the first recall, per variant (rotating order); the saved state is made
+    first by one open with persist_index on (its indexes loaded, then saved at close)."""
+    with open_store(path, config=variants["persisted, checks off"], embedder=emb,
+                    clock=FixedClock(NOW)) as st:
+        st.warm()
+    names = list(variants)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    opened: dict[str, dict[str, str]] = {}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            st = open_store(path, config=variants[name], embedder=emb, clock=FixedClock(NOW))
+            t1 = time.perf_counter()
+            st.recall(QUERIES[r % len(QUERIES)], k=10)
+            t2 = time.perf_counter()
+            opened[name] = dict(st._store.index_opened)
+            st.close()
+            samples[name].append(((t1 - t0) * 1000, (t2 - t1) * 1000))
+    base = statistics.median(a + b for a, b in samples["rebuilt, checks off"])
+    out = []
+    for n, s in samples.items():
+        tot = [a + b for a, b in s]
+        cfg = variants[n].store
+        out.append({"variant": n, "persist_index": cfg.persist_index,
+                    "quick_check": cfg.quick_check, "vector_sample": cfg.vector_sample,
+                    "open_ms": round(statistics.median(a for a, _ in s), 1),
+                    "first_recall_ms": round(statistics.median(b for _, b in s), 1),
+                    "total_ms": round(statistics.median(tot), 1),
+                    "max_total_ms": round(max(tot), 1),
+                    "vs_rebuilt": round(statistics.median(tot) / base, 3),
+                    "index_opened": opened[n], "runs_ms": [round(x, 1) for x in tot]})
+    return out
+
+
 def time_checks(path: Path, version: str, repeats: int, vector_sample: int
                 ) -> list[dict[str, Any]]:
     conn = connect(path, busy_timeout_ms=10_000, read_only=True)
@@ -196,6 +252,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--damage-memories", type=int, default=2000,
                    help="size of the store the damage cases copy (2000; 0: skip them)")
     p.add_argument("--damage-seeds", type=int, default=4, help="random-byte seeds per offset (4)")
+    p.add_argument("--first-only", action="store_true",
+                   help="only the open + first recall table (persisted vs rebuilt)")
     p.add_argument("--json", type=Path, default=ROOT / "results" / "store_open.json")
     a = p.parse_args(argv)
     if a.memories < 1000 or a.memories % 1000 or a.repeats < 1 or a.check_repeats < 1:
@@ -217,27 +275,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             built_s = round(build(path, a.memories, base, emb, vm), 1)
             print(f"built {a.memories} memories in {built_s} s", flush=True)
         size_mb = round(path.stat().st_size / 2 ** 20, 1)
-        opens = time_opens(path, open_variants(base), emb, a.repeats)
-        checks = time_checks(path, emb.version, a.check_repeats, base.store.vector_sample)
+        first = time_first_recalls(path, recall_variants(base), emb, a.repeats)
+        opens = time_opens(path, open_variants(base), emb, a.repeats) if not a.first_only \
+            else []
+        checks = time_checks(path, emb.version, a.check_repeats, base.store.vector_sample) \
+            if not a.first_only else []
         damage = damage_cases(tmp, a.damage_memories, base, emb, vm, a.damage_seeds) \
-            if a.damage_memories else []
+            if a.damage_memories and not a.first_only else []
     finally:
         shutil.rmtree(tmp)
     report = {"date": started.isoformat(timespec="seconds"), "machine": machine(),
               "memories": a.memories, "store_mb": size_mb, "build_s": built_s,
               "repeats": a.repeats, "defaults": {"quick_check": base.store.quick_check,
                                                  "vector_sample": base.store.vector_sample},
-              "open": opens, "checks": checks, "damage": damage,
+              "open_first_recall": first, "open": opens, "checks": checks, "damage": damage,
               "load_before": load_before, "load_after": load()}
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     with pd.option_context("display.width", 200, "display.max_columns", 20,
                            "display.max_colwidth", 60):
-        print(f"\n== open_store + close, {a.memories} memories ({size_mb} MB, warm page cache), "
-              f"medians of {a.repeats}")
-        print(pd.DataFrame(opens).drop(columns=["runs_ms"]).to_string(index=False))
-        print(f"\n== the checks alone, medians of {a.check_repeats}")
-        print(pd.DataFrame(checks).to_string(index=False))
+        print(f"\n== open_store + first recall (k=10), {a.memories} memories, medians of "
+              f"{a.repeats}: persisted indexes vs rebuilt from SQLite")
+        print(pd.DataFrame(first).drop(columns=["runs_ms", "index_opened"]).to_string(
+            index=False))
+        print("index_opened:", {r["variant"]: r["index_opened"] for r in first})
+        if not opens:
+            print("(--first-only: the other tables skipped)")
+        if opens:
+            print(f"\n== open_store + close, {a.memories} memories ({size_mb} MB, warm page "
+                  f"cache), medians of {a.repeats}")
+            print(pd.DataFrame(opens).drop(columns=["runs_ms"]).to_string(index=False))
+            print(f"\n== the checks alone, medians of {a.check_repeats}")
+            print(pd.DataFrame(checks).to_string(index=False))
         if damage:
             print(f"\n== 4 KiB of random bytes in a store of {a.damage_memories} memories")
             print(pd.DataFrame(damage).to_string(index=False))

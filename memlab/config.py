@@ -158,6 +158,32 @@ class StoreConfig(_Section):
         "memories' stored signals: an in-process index kept in step with SQLite through a change "
         "log (memory), or SQL on every query (sqlite). Same results; parity-tested. memlab's "
         "choice (speed: see README, Performance).", stage="candidates")
+    exact_dtype: Literal["float32", "float16", "int8"] = _f(
+        "float32", "How the in-process exact index (read_index numpy) holds its unit vectors: "
+        "float32, float16 (half the memory) or int8 (a quarter; quantised at int8_scale). The "
+        "compact ones change cosines slightly and may reorder near ties (top-10 overlap with "
+        "float32: benchmarks/recall_latency.py). Scanned by numba kernels (the fast extra; "
+        "without it numpy converts rows in blocks, slower). memlab's choice: float32.",
+        stage="candidates")
+    persist_index: bool = _f(
+        True, "Save the in-process indexes (MemoryIndex, the exact dense index) as arrays in "
+        "<store>.idx/ beside a store file and memory-map them at the next open instead of "
+        "rebuilding them from SQLite; used only when keyed to the store's change-log "
+        "generation, schema and memlab's index format and when their checks pass, else rebuilt "
+        "(logged, counted). See memlab/store/persist.py.", stage="runtime")
+    persist_min_memories: int = _f(
+        1000, "Smallest store whose rebuilt indexes are saved (persist_index): below it a "
+        "rebuild takes tens of milliseconds and files beside the store are not worth it. A "
+        "store with a saved state always uses (and renews) it.", stage="runtime", ge=0,
+        le=1_000_000_000)
+    index_checksum: bool = _f(
+        True, "Check the CRC-32 of every persisted index array when it is loaded (reads every "
+        "byte: about 0.13 s per 150 MB; false: shapes, lengths and the probe only).",
+        stage="runtime")
+    index_probe: int = _f(
+        16, "Rows of each persisted index compared with SQLite when it is loaded (evenly "
+        "spaced; a memory's id, text, owner, searchability; a vector's bytes): a mismatch "
+        "means rebuild. 0: no probe.", stage="runtime", ge=0, le=100_000)
     busy_timeout_ms: int = _f(10_000, "SQLite busy timeout for concurrent writers (ms).",
                               stage="runtime", ge=0, le=600_000)
     quick_check: bool = _f(

@@ -7,6 +7,13 @@ columns as arrays, and answers the same searches with the filters applied BEFORE
 over agent / user / active / layer / time, then ``argpartition``). Results equal sqlite-vec's:
 same rowids, cosines within float32 rounding (parity-tested).
 
+Compact rows (``store.exact_dtype``): the index may hold its unit vectors as float16 (half the
+memory) or int8 (a quarter: ``quantize_int8`` of the unit vector at ``store.int8_scale``), scanned
+by :func:`memlab.store.dots.dot` against the float32 query. Cosines are then those of the stored
+rows (float16 rounding; int8: the dequantised row, renormalised by its stored norm), so the
+ranking may differ from float32's near ties: the top-10 overlap is measured by
+``benchmarks/recall_latency.py``.
+
 Keeping in step: load it at open (:meth:`ExactIndex.load`); after each *committed* write apply the
 same change (:meth:`add`, :meth:`remove`) passing the generation the write returned; a generation
 that does not follow the index's own (another process wrote meanwhile) marks it stale, and
@@ -24,6 +31,7 @@ import numpy as np
 from memlab.errors import InvalidInput
 from memlab.types import LAYER_CODES
 
+from .dots import dot
 from .rowmap import RowMap
 from .snapshot import read_snapshot
 from .vectors import MAX_K, VectorCache, VectorMeta, clamp_time, quantize_int8
@@ -39,22 +47,28 @@ class ExactIndex:
         int8_scale: the table's quantisation scale.
         gather_fraction: when the filters keep fewer than this fraction of rows, score only those
             rows (gather); otherwise score all rows and mask. A speed knob, not a result changer.
+        exact_dtype: how the index holds its unit vectors: ``"float32"``, ``"float16"`` or
+            ``"int8"`` (see the module).
     """
 
     def __init__(self, *, dim: int, dtype: str = "float32", int8_scale: float = 0.25,
-                 gather_fraction: float = 0.25) -> None:
+                 gather_fraction: float = 0.25, exact_dtype: str = "float32") -> None:
+        if exact_dtype not in _ROW_TYPES:
+            raise InvalidInput("exact_dtype", "must be float32, float16 or int8", exact_dtype)
         self.dim, self.dtype, self.int8_scale = int(dim), dtype, float(int8_scale)
         self.gather_fraction = float(gather_fraction)
+        self.exact_dtype = exact_dtype
         self.generation = -1
         self.stale = False
         self._n = 0
-        self._mat = np.zeros((0, self.dim), np.float32)
+        self._mat = np.zeros((0, self.dim), _ROW_TYPES[exact_dtype])
         self._rowid = np.zeros(0, np.int64)
         self._agent = np.zeros(0, np.int32)
         self._user = np.zeros(0, np.int32)
         self._layer = np.zeros(0, np.int8)
         self._time = np.zeros(0, np.int64)
         self._active = np.zeros(0, bool)
+        self._rnorm = np.zeros(0, np.float32)   # 1 / |held row| (int8: the dequantised row's)
         self._codes: dict[str, int] = {}
         self._pos = RowMap()
 
@@ -67,7 +81,7 @@ class ExactIndex:
 
     def _reload(self, cache: VectorCache) -> None:
         self.__init__(dim=cache.dim, dtype=cache.dtype, int8_scale=cache.int8_scale,
-                      gather_fraction=self.gather_fraction)
+                      gather_fraction=self.gather_fraction, exact_dtype=self.exact_dtype)
         with read_snapshot(cache.conn):    # the generation and the rows of one state
             if not cache.exists():
                 return
@@ -108,7 +122,8 @@ class ExactIndex:
             keep = np.ones(self._n, bool)
             keep[drop] = False
             n = int(keep.sum())
-            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_mat"):
+            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_rnorm",
+                         "_mat"):
                 arr = getattr(self, name)
                 arr[:n] = arr[:self._n][keep]
             self._n = n
@@ -132,13 +147,12 @@ class ExactIndex:
             return
         if self.dtype == "int8" and not quantised:
             mat = quantize_int8(mat, self.int8_scale).astype(np.float32)
-        norms = np.linalg.norm(mat, axis=1, keepdims=True)
-        mat = mat / np.where(norms == 0, 1.0, norms)
+        mat = self.encode(mat)
         need = self._n + m
         if need > len(self._rowid):
             cap = max(need, 2 * len(self._rowid), 1024)
             self._mat = _grow(self._mat, cap)
-            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active"):
+            for name in ("_rowid", "_agent", "_user", "_layer", "_time", "_active", "_rnorm"):
                 setattr(self, name, _grow(getattr(self, name), cap))
         s = slice(self._n, need)
         self._mat[s] = mat
@@ -148,14 +162,38 @@ class ExactIndex:
         self._layer[s] = [LAYER_CODES[x.retention_layer] for x in meta]
         self._time[s] = [x.event_time for x in meta]
         self._active[s] = [x.active for x in meta]
+        self._rnorm[s] = self.inverse_norms(mat)
         self._pos.set(rowids, np.arange(self._n, self._n + m))
         self._n = need
+
+    def encode(self, mat: np.ndarray) -> np.ndarray:
+        """Rows as this index holds them: unit-normalised, then in ``exact_dtype``."""
+        norms = np.linalg.norm(mat, axis=1, keepdims=True)
+        unit = (mat / np.where(norms == 0, 1.0, norms)).astype(np.float32, copy=False)
+        if self.exact_dtype == "int8":
+            return quantize_int8(unit, self.int8_scale)
+        return unit.astype(_ROW_TYPES[self.exact_dtype], copy=False)
+
+    def inverse_norms(self, rows: np.ndarray) -> np.ndarray:
+        """1 / |row| of held rows (1 for float32 and float16 rows, unit already; int8 rows: of
+        the dequantised row, so that its cosine is that of the row as held, renormalised)."""
+        if self.exact_dtype != "int8":
+            return np.ones(len(rows), np.float32)
+        norms = np.linalg.norm(self._unit(rows), axis=1)
+        return (1.0 / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+    def _unit(self, rows: np.ndarray) -> np.ndarray:
+        """Held rows back as float32 vectors (int8: dequantised)."""
+        out = rows.astype(np.float32)
+        return out * (self.int8_scale / 127.0) if self.exact_dtype == "int8" else out
 
     def vectors(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(positions in ``rowids`` held by the index, their unit vectors as ranked)."""
         at = self._pos.lookup(rowids)
         pos = np.flatnonzero(at >= 0)
-        return pos, self._mat[at[pos]] if len(pos) else np.zeros((0, self.dim), np.float32)
+        if not len(pos):
+            return pos, np.zeros((0, self.dim), np.float32)
+        return pos, self._unit(self._mat[at[pos]]) * self._rnorm[at[pos], None]
 
     # -- search ----------------------------------------------------------------------------------
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
@@ -190,7 +228,11 @@ class ExactIndex:
         idx = np.flatnonzero(mask)
         if len(idx) == 0:
             return empty
-        if len(idx) < self.gather_fraction * n:
+        if self.exact_dtype != "float32":
+            sims = dot(self._mat, q, idx)
+            if self.exact_dtype == "int8":
+                sims = sims * np.float32(self.int8_scale / 127.0) * self._rnorm[idx]
+        elif len(idx) < self.gather_fraction * n:
             sims = self._mat[idx] @ q
         else:
             sims = (self._mat[:n] @ q)[idx]
@@ -213,6 +255,9 @@ class ExactIndex:
         tied = np.flatnonzero(sims == kth)
         tied = tied[np.argsort(rowids[tied], kind="stable")[:kk - len(above)]]
         return np.concatenate([above, tied])
+
+
+_ROW_TYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
 
 
 def _grow(arr: np.ndarray, cap: int) -> np.ndarray:

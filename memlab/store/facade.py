@@ -25,8 +25,10 @@ from .audit import AuditLog
 from .cache import EmbeddingCache, FreshVectors
 from .connect import Connection, connect, transaction
 from .exact import ExactIndex
+from . import persist
 from .health import (RebuildReport, VectorState, bad_times, measure_vectors, reconcile_vectors,
                      table_exists)
+from .indexio import open_exact_index, open_memory_index, save_exact_index, save_memory_index
 from .memindex import MemoryIndex
 from .migrations import check_openable, migrate
 from .recall_log import RecallEvents
@@ -58,11 +60,23 @@ class DenseView:
             or ``"sqlite-vec"``.
     """
 
-    def __init__(self, cache: VectorCache, *, read_index: str = "numpy") -> None:
+    def __init__(self, cache: VectorCache, *, read_index: str = "numpy",
+                 config: MemlabConfig | None = None, path: str | None = None,
+                 stats: Counter[str] | None = None) -> None:
         if read_index not in ("numpy", "sqlite-vec"):
             raise InvalidInput("read_index", "must be 'numpy' or 'sqlite-vec'", read_index)
         self.cache = cache
-        self.index = ExactIndex.load(cache) if read_index == "numpy" else None
+        self.index: ExactIndex | None = None
+        self.opened = ""      # how the index was opened (persisted state loaded, or rebuilt)
+        self.saved = -1       # the generation of its state saved beside the store
+        if read_index != "numpy":
+            return
+        cfg = config if config is not None else MemlabConfig()
+        if path is not None and cfg.store.persist_index and persist.folder_of(path):
+            self.index, self.opened, self.saved = open_exact_index(
+                path, cache, cfg, stats if stats is not None else Counter())
+        else:
+            self.index = ExactIndex.load(cache, exact_dtype=cfg.store.exact_dtype)
 
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
                **filters: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -126,6 +140,10 @@ class Store:
         self._memory_index: MemoryIndex | None = None
         self._read_once = False   # a first read went through SQL (see signals)
         self.stats: Counter[str] = Counter()   # documented degradations (see read)
+        #: how each in-process index was opened ("loaded", "rebuilt: <why>"; store.persist_index)
+        self.index_opened: dict[str, str] = {}
+        self._saved = {"memory": -1, "dense": -1}   # generations saved beside the store
+        self._distrust = False    # after an inconsistency: reload from SQLite, not saved states
         if embedder is not None:
             s = config.store
             self.vectors = VectorCache(conn, model_version=embedder.version, dim=int(embedder.dim),
@@ -134,7 +152,44 @@ class Store:
             self.vector_check = reconcile_vectors(   # lost or damaged vectors: pending
                 conn, self.vectors, sample_size=s.vector_sample)
             self.vectors.ensure()
-            self.dense = DenseView(self.vectors, read_index=s.read_index)
+            self.dense = self._dense_view()
+
+    def _persisting(self) -> bool:
+        return self.config.store.persist_index and persist.folder_of(self.path) is not None
+
+    def _dense_view(self) -> DenseView:
+        view = DenseView(self.vectors, read_index=self.config.store.read_index,
+                         config=self.config, path=self.path if self._persisting() else None,
+                         stats=self.stats)
+        if view.opened:
+            self.index_opened["dense"], self._saved["dense"] = view.opened, view.saved
+        return view
+
+    def _load_memory_index(self) -> MemoryIndex:
+        if not self._persisting() or self._distrust:
+            return MemoryIndex.load(self.conn, config=self.config)
+        index, self.index_opened["memory"], self._saved["memory"] = open_memory_index(
+            self.path, self.conn, self.config, self.stats)
+        return index
+
+    def save_indexes(self) -> dict[str, bool]:
+        """Save the in-process indexes beside the store when they changed since they were
+        loaded or saved (``store.persist_index``; :mod:`memlab.store.persist`); what was saved.
+        Called by :meth:`close`."""
+        done = {"memory": False, "dense": False}
+        if not self._persisting() or in_write_transaction(self.conn):
+            return done
+        mi = self._memory_index
+        if mi is not None and mi.generation != self._saved["memory"] and \
+                len(mi) >= self.config.store.persist_min_memories:
+            done["memory"] = save_memory_index(self.path, mi, self.conn, self.stats)
+            self._saved["memory"] = mi.generation
+        ex = self.dense.index if self.dense is not None else None
+        if ex is not None and ex.generation != self._saved["dense"] and \
+                len(ex) >= self.config.store.persist_min_memories:
+            done["dense"] = save_exact_index(self.path, ex, self.vectors, self.stats)
+            self._saved["dense"] = ex.generation
+        return done
 
     @classmethod
     def open(cls, path: str | Path = ":memory:", *, config: MemlabConfig | None = None,
@@ -156,20 +211,27 @@ class Store:
         """Where recall reads candidates and stored signals (``store.memory_index``): the
         in-process :class:`MemoryIndex`, synced with the change log, or the :class:`Repository`'s
         SQL. The index is loaded at the second read of an opened store (or now, with ``load``):
-        a one-off recall (the CLI) is faster through SQL than through loading every memory.
+        a one-off recall (the CLI) is faster through SQL than through loading every memory;
+        when a saved state lies beside the store (``store.persist_index``) it is mapped at the
+        first read instead (:func:`~memlab.store.indexio.open_memory_index`).
         Inside a write transaction always the SQL: the index never reads writes that could still
         roll back. Inside a read snapshot (:meth:`read`) the index is synced to that snapshot, so
         it answers for the same state as every other read of the snapshot."""
         if self.config.store.memory_index == "sqlite" or in_write_transaction(self.conn):
             return self.repo
         if self._memory_index is None:
-            if not load and not self._read_once:
+            if not load and not self._read_once and not self._saved_state():
                 self._read_once = True
                 return self.repo
-            self._memory_index = MemoryIndex.load(self.conn, config=self.config)
+            self._memory_index = self._load_memory_index()
         else:
             self._memory_index.sync(self.conn)
         return self._memory_index
+
+    def _saved_state(self) -> bool:
+        """A saved MemoryIndex lies beside the store (loading it beats a first read via SQL)."""
+        return self._persisting() and \
+            (persist.folder_of(self.path) / f"{persist.MEMORY}.json").exists()
 
     def read(self, fn: Callable[[], T]) -> T:
         """``fn()`` — a recall's reads — inside one read snapshot of the store.
@@ -210,9 +272,12 @@ class Store:
                                     f"(MemoryStore.rebuild_vectors())") from exc
 
     def resync(self) -> None:
-        """Drop what the in-process indexes hold: the next read reloads them from the store."""
+        """Drop what the in-process indexes hold: the next read reloads them from the store
+        (from SQLite itself, not from a state saved beside it, which is replaced at close)."""
         self._memory_index = None
         self._read_once = True
+        self._distrust = True
+        self._saved = {"memory": -1, "dense": -1}
         if self.dense is not None and self.dense.index is not None:
             self.dense.index.stale = True
 
@@ -228,7 +293,8 @@ class Store:
             old = self.dense.index
             held["dense_index"] = len(old)
             fresh = ExactIndex(dim=old.dim, dtype=old.dtype, int8_scale=old.int8_scale,
-                               gather_fraction=old.gather_fraction)
+                               gather_fraction=old.gather_fraction,
+                               exact_dtype=old.exact_dtype)
             fresh.stale = True   # empty: the next sync reloads it
             self.dense.index = fresh
         return held
@@ -242,7 +308,11 @@ class Store:
         self.read(load)
 
     def close(self) -> None:
-        self.conn.close()
+        """Save the in-process indexes when they changed (:meth:`save_indexes`), then close."""
+        try:
+            self.save_indexes()
+        finally:
+            self.conn.close()
 
     def __enter__(self) -> "Store":
         return self
@@ -431,7 +501,7 @@ class Store:
         before, unreadable = self._contents()
         self.vectors.rebuild()
         self.embed_pending(embedder)
-        self.dense = DenseView(self.vectors, read_index=self.config.store.read_index)
+        self.dense = self._dense_view()
         state, found = self.vector_state(), self.vector_check
         embedded = self.embeddings.count(embedder.version) - cached   # texts the model embedded
         return RebuildReport(model_version=state.model_version, table=state.table,
