@@ -14,7 +14,8 @@ and fits its classifier: the pointwise model, trained on several datasets the sa
 **Features.** Every raw signal of the table (:data:`memlab.recall.learned.FEATURES`, which
 follows :data:`memlab.recall.features.COLUMNS`: a column added there flows in), minus those
 unknown (NaN) on every training row and those ``drop`` names (a column or a group of
-:data:`GROUPS`: the ablation hook). A column in no group is in the group ``other``.
+:data:`GROUPS`: the ablation hook; ``not_portable``: :data:`NOT_PORTABLE`, for a model meant to
+carry to other datasets). A column in no group is in the group ``other``.
 
 **Monotone constraints** where the spec says more is better (:data:`MONOTONE`: reverie §8's
 positively weighted signals — cosine, lexical overlap and BM25, importance, access and mention
@@ -47,7 +48,7 @@ from memlab.recall.learned import FEATURES, GATE_FEATURES, gate_features, lightg
 from memlab.recall.score import relevance_mask
 from memlab.tune.fit import gold_mask, question_keys
 
-__all__ = ["GROUPS", "MONOTONE", "DEFAULTS", "KINDS", "Part", "Rows", "groups_of", "resolve_drop",
+__all__ = ["GROUPS", "NOT_PORTABLE", "MONOTONE", "DEFAULTS", "KINDS", "Part", "Rows", "groups_of", "resolve_drop",
            "build_rows", "fit_model"]
 
 KINDS = ("lambdarank", "hgb")
@@ -71,6 +72,17 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "context": ("nb1_dense", "nb1_bm25", "nb2_dense", "nb2_bm25", "sess_best", "sess_mean",
                 "sess_pos", "sess_first", "sess_last"),
 }
+#: the columns and groups whose scale or meaning is bound to a dataset's genre, language or
+#: generator: the raw cosine and the lexical group (overlap, BM25 and its rank: their scale moves
+#: with the language and the embedder; the dense rank and the per-query z-scores stay), the
+#: memory's stored signals, ages, length,
+#: the background statistics, the tree and the window max. ``drop=("not_portable",)`` leaves them
+#: out, for a model meant for data it never saw: leave one dataset out (lifelog, LoCoMo 1-4,
+#: MADial zh, MADial en; nDCG@10) 0.698 / 0.285 / 0.514 / 0.504 with every column, 0.709 / 0.402 /
+#: 0.523 / 0.545 without these; k-fold within the sets 0.777 / 0.614 / 0.509 / 0.522 against
+#: 0.748 / 0.583 / 0.509 / 0.517 (README, issue 21).
+NOT_PORTABLE: tuple[str, ...] = ("cosine", "lexical", "memory", "time", "length", "background",
+                                 "tree", "chunk")
 #: +1: more is better (see the module doc)
 MONOTONE: dict[str, int] = {c: 1 for c in (
     "cosine", "lexical", "bm25", "importance", "access_count", "mention_count", "emotion_max",
@@ -109,14 +121,17 @@ def resolve_drop(drop: Sequence[str], features: Sequence[str]) -> set[str]:
     groups = groups_of(features)
     out: set[str] = set()
     for d in drop:
-        if d in groups:
+        if d == "not_portable":
+            out.update(resolve_drop([n for n in NOT_PORTABLE if n in GROUPS or n in features],
+                                    features))
+        elif d in groups:
             out.update(groups[d])
         elif d in GROUPS:
             out.update(GROUPS[d])
         elif d in features:
             out.add(d)
         else:
-            known = ", ".join(sorted(set(GROUPS) | set(groups)))
+            known = ", ".join(sorted(set(GROUPS) | set(groups) | {"not_portable"}))
             raise InvalidInput("drop", f"not a column group ({known}) nor a feature column", d)
     return out
 

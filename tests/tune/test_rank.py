@@ -80,6 +80,12 @@ def test_drop_takes_groups_and_columns_and_names_what_it_does_not_know():
         R.resolve_drop(["nope"], feats)
     rows = R.build_rows([R.Part("d", _tiny(), ABS)], drop=("dense",))
     assert "cosine" not in rows.features and "dense_rank" not in rows.features
+    # not_portable: the raw cosine and the lexical group go, the dense rank and z-scores stay
+    gone = R.resolve_drop(["not_portable"], feats)
+    assert {"cosine", "lexical", "bm25", "lexical_rank", "importance", "age_days", "text_len",
+            "q_bg_mean", "tree_distance", "chunk_max"} <= gone
+    assert not gone & {"dense_rank", "dense_z", "bm25_z", "fused_z", "sess_best", "speaker_named",
+                       *L.GATE_FEATURES}
 
 
 def test_gate_features_by_hand():
