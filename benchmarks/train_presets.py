@@ -4,11 +4,12 @@ together, from their cached features, and write what ships:
 
 * ``memlab/data/models/learned.skops``: the LightGBM lambdarank ranker (:mod:`memlab.tune.rank`)
   over the raw signals and the gates as features, without those bound to one dataset's genre or
-  language (``--drop``, default ``not_portable``: :data:`memlab.tune.rank.NOT_PORTABLE`; without them
-  the ranker scores 0.03 lower within the sets and 0.01-0.12 higher on a set left out), fitted on every question of every
-  dataset named, under the candidate config of ``experiments/configs/learned.yaml``; its manifest records
-  the datasets (name, version, content hash, questions), the columns, the lightgbm and
-  scikit-learn versions, the git commit and this command;
+  language (``--drop``, default ``not_portable``: :data:`memlab.tune.rank.NOT_PORTABLE`; without
+  them the ranker scores 0.03 lower within the sets and 0.01-0.12 higher on a set left out),
+  fitted on every question of every dataset named, under the candidate config of
+  ``experiments/configs/learned.yaml``; its manifest records the datasets (name, version,
+  content hash, questions), the columns, the lightgbm and scikit-learn versions, the git commit
+  and this command;
 * ``experiments/configs/reverie_plus.yaml``: reverie's weights and the new terms' weights
   (:mod:`memlab.recall.plus`) fitted by pairwise logistic regression on the datasets' questions
   together (:func:`memlab.tune.fit.fit_linear`, the ``memlab fit`` model), written as the changes
