@@ -197,14 +197,20 @@ def test_an_unknown_kind_in_a_file_is_refused(tmp_path):
         L.load_model(p2)
 
 
-def test_kfold_scores_each_question_once_and_never_trains_on_it(tmp_path, monkeypatch):
+def _two_devs(per_conv: int) -> dict[str, H.Dev]:
+    """Two synthetic datasets (gold by cosine + 2 * lexical), 4 conversations each, 2 folds."""
     devs = {}
     for name, seed in (("a", 1), ("b", 2)):
-        rep = synth_replay({"cosine": 1.0, "lexical": 2.0}, conversations=4, per_conv=20,
+        rep = synth_replay({"cosine": 1.0, "lexical": 2.0}, conversations=4, per_conv=per_conv,
                            seed=seed)
         base = per_query(rep, CFG)
         devs[name] = H.Dev(rep, CFG, conversation_folds(base["conversation_id"], 2, seed=0),
                            base.index)
+    return devs
+
+
+def test_kfold_scores_each_question_once_and_never_trains_on_it(tmp_path, monkeypatch):
+    devs = _two_devs(per_conv=20)
     seen = []
     real = R.fit_model
 
@@ -254,13 +260,7 @@ def test_a_plus_spec_fits_reverie_plus_on_the_training_folds_only(monkeypatch):
     every dataset together, each question scored once, by weights that never saw it."""
     from memlab.tune import fit as F
 
-    devs = {}
-    for name, seed in (("a", 1), ("b", 2)):
-        rep = synth_replay({"cosine": 1.0, "lexical": 2.0}, conversations=4, per_conv=60,
-                           seed=seed)
-        base = per_query(rep, CFG)
-        devs[name] = H.Dev(rep, CFG, conversation_folds(base["conversation_id"], 2, seed=0),
-                           base.index)
+    devs = _two_devs(per_conv=60)
     seen, fits = [], []
     real = F.fit_linear
 
