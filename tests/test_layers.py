@@ -13,6 +13,7 @@ PACKAGE = Path(memlab.__file__).resolve().parent
 #: bottom to top; a layer may import from itself and from every layer with a smaller rank
 RANK = {
     "errors": 0, "types": 0, "clock": 0, "version": 0, "files": 0,
+    "numerals": 0,       # numbers and calendar words in zh and en (tables and one reader)
     "yamlfile": 0.5,     # YAML files read strictly (duplicate keys, depth): config and spaces
     "frames": 0.5,       # .to_frame() of results and list reads (pandas, errors only)
     "home": 0.5,         # where caches, results and mlflow.db live (MEMLAB_HOME)

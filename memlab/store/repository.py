@@ -36,15 +36,18 @@ from memlab.types import COGNITIVE_CODES, LAYER_CODES, ListTermSets
 from memlab.types import RETENTION_LAYERS, MemoryRecord
 
 from . import keyfield
-from .cache import EmbeddingCache, text_hash
 from .connect import Connection, db_path, transaction
 from .migrations import LATEST, schema_version
 from .records import (COLUMNS, DERIVED, FIELDS, TIME_OUT_OF_RANGE_SQL, VECTOR_META_FIELDS,
                       clean_strings, from_row, ids_json, searchable, to_row, validate_record)
 from .vectors import VectorCache, registered_tables
 
-_INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(COLUMNS + DERIVED)}, keys_json) "
-           f"VALUES ({', '.join('?' * (2 + len(COLUMNS) + len(DERIVED)))})")
+_INSERT = (f"INSERT INTO memory_records (rowid, {', '.join(COLUMNS + DERIVED)}) "
+           f"VALUES ({', '.join('?' * (1 + len(COLUMNS) + len(DERIVED)))})")
+#: the same with the expanded keys (schema 10): only a batch that has keys names the column, so
+#: a batch without keys writes exactly the columns of every schema since 2
+_INSERT_KEYS = (f"INSERT INTO memory_records (rowid, {', '.join(COLUMNS + DERIVED)}, keys_json) "
+                f"VALUES ({', '.join('?' * (2 + len(COLUMNS) + len(DERIVED)))})")
 _UPDATE = (f"UPDATE memory_records SET {', '.join(c + ' = ?' for c in COLUMNS + DERIVED)} "
            f"WHERE rowid = ?")
 _SELECT = f"SELECT rowid, {', '.join(COLUMNS)} FROM memory_records"
@@ -140,9 +143,14 @@ class Repository:
                 "'memory_records'), 0), coalesce((SELECT max(rowid) FROM memory_records), 0))"
             ).fetchone()[0] + 1
             rowids = list(range(start, start + len(records)))
-            conn.executemany(_INSERT, ([rid] + to_row(rec, owners[rec.agent_id, rec.user_id], t)
-                                       + [json.dumps(k, ensure_ascii=False) if k else "[]"]
-                                       for rid, rec, t, k in zip(rowids, records, terms, keys)))
+            if any(keys):
+                conn.executemany(_INSERT_KEYS, (
+                    [rid] + to_row(rec, owners[rec.agent_id, rec.user_id], t)
+                    + [json.dumps(k, ensure_ascii=False) if k else "[]"]
+                    for rid, rec, t, k in zip(rowids, records, terms, keys)))
+            else:
+                conn.executemany(_INSERT, ([rid] + to_row(rec, owners[rec.agent_id, rec.user_id], t)
+                                           for rid, rec, t in zip(rowids, records, terms)))
 
             self._index([(rid, owners[r.agent_id, r.user_id], t)
                          for rid, r, t in zip(rowids, records, terms) if searchable(r)])

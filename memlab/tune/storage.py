@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 RECORD_START = b'{"op_code":'
 
 #: drivers to install for the URL schemes users ask for (the package SQLAlchemy imports)
-DRIVERS = {"postgresql": "psycopg2-binary (pip install 'memlab[distributed]')",
+DRIVERS = {"postgresql": "psycopg (pip install 'memlab[distributed]')",
            "mysql": "pymysql (and a mysql+pymysql:// URL)"}
 
 

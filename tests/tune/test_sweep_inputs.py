@@ -131,8 +131,10 @@ def test_rdb_urls_that_cannot_hold_a_study_are_named_without_their_password(args
     refused(args("--storage", "://nothing"), "storage:", "not a database URL")
     refused(args("--storage", f"sqlite:///{tmp_path}/missing/dir/s.db"), "storage:",
             "cannot be opened")
-    try:
-        import psycopg2  # noqa: F401
+    from sqlalchemy.engine import make_url
+
+    try:   # the driver SQLAlchemy reads postgresql:// with (psycopg 3 from SQLAlchemy 2.1)
+        make_url("postgresql://u@h/db").get_dialect().import_dbapi()
         rule = "cannot be opened"                    # installed: port 1 refuses the connection
     except ImportError:
         rule = "the database driver for postgresql is not installed"
