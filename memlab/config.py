@@ -173,8 +173,10 @@ class StoreConfig(_Section):
         "than k survive (counted: stats ann_fallback). Recall against exact is measured, not "
         "guaranteed (README, Scale). memlab's choice: exact.", stage="candidates")
     ann_connectivity: int = _f(
-        16, "HNSW edges per node of the usearch graph (dense_index usearch): more, better "
-        "recall, more memory and build time.", stage="candidates", ge=4, le=256)
+        32, "HNSW edges per node of the usearch graph (dense_index usearch): more, better "
+        "recall, more memory and build time. memlab's choice: 32 (recall@10 0.9965 against "
+        "exact at 100k seeded vectors, 0.994 with 16; build 37 s vs 29 s; README, Scale).",
+        stage="candidates", ge=4, le=256)
     ann_expansion_add: int = _f(
         128, "HNSW candidate list while building the usearch graph (dense_index usearch): "
         "more, better graph, slower build.", stage="candidates", ge=8, le=4096)

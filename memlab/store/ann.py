@@ -75,7 +75,7 @@ class AnnIndex:
                    min_candidates=config.store.ann_min_candidates,
                    scalar=config.store.ann_scalar, threads=config.store.ann_threads, stats=stats)
 
-    def __init__(self, *, connectivity: int = 16, expansion_add: int = 128,
+    def __init__(self, *, connectivity: int = 32, expansion_add: int = 128,
                  expansion_search: int = 128, oversampling: int = 4, min_candidates: int = 64,
                  scalar: str = "f16", threads: int = 1,
                  stats: Counter[str] | None = None) -> None:

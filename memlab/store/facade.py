@@ -88,7 +88,8 @@ class DenseView:
                **filters: Any) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, cosine), best first; filters as :meth:`VectorCache.search`."""
         if self.index is not None:
-            self.index.sync(self.cache)
+            if self.index.sync(self.cache) and self.ann is not None:
+                self.ann.drop()      # reloaded: the graph is rebuilt from the rows now held
             if self.ann is not None:
                 return self.ann.search(self.index, query_vec, k, agent_id=agent_id,
                                        user_id=user_id, **filters)
@@ -292,6 +293,8 @@ class Store:
         self._saved = {"memory": -1, "dense": -1}
         if self.dense is not None and self.dense.index is not None:
             self.dense.index.stale = True
+        if self.dense is not None and self.dense.ann is not None:
+            self.dense.ann.drop()
 
     def release(self) -> dict[str, int]:
         """Free the in-process read indexes (the MemoryIndex and the dense ExactIndex; they hold

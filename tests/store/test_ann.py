@@ -205,4 +205,22 @@ def test_the_tunables_are_validated():
         MemlabConfig().replace(**{"store.dense_index": "faiss"})
     cfg = MemlabConfig().replace(**{"store.ann_oversampling": 9, "store.ann_scalar": "i8"})
     ann = AnnIndex.from_config(cfg)
-    assert (ann.oversampling, ann.scalar, ann.connectivity) == (9, "i8", 16)
+    assert (ann.oversampling, ann.scalar, ann.connectivity) == (9, "i8", 32)
+
+
+def test_resync_and_release_drop_the_graph(tmp_path):
+    cfg = MemlabConfig().replace(**{"store.persist_index": False, "store.quick_check": False,
+                                    "store.dense_index": "usearch"})
+    with open_store(tmp_path / "s.sqlite", config=cfg, embedder=HashingEmbedder(dim=32),
+                    clock=FixedClock(1.8e9)) as st:
+        st.add_many([{"text": f"{ITEMS[i % 8]} {i}"} for i in range(120)])
+        want = [m.text for m in st.recall("kettle market", k=5).memories]
+        ann = st._store.dense.ann
+        assert st._store.stats["ann_rebuild"] == 1 and len(ann) == 120
+        st._store.resync()
+        assert len(ann) == 0
+        assert [m.text for m in st.recall("kettle market", k=5).memories] == want
+        assert st._store.stats["ann_rebuild"] == 2
+        assert st._store.release()["dense_index"] == 120 and len(ann) == 0
+        assert [m.text for m in st.recall("kettle market", k=5).memories] == want
+        assert st._store.stats["ann_rebuild"] == 3 and len(ann) == 120
