@@ -81,6 +81,15 @@ def one_size(n: int, opt: argparse.Namespace) -> dict[str, Any]:
     row["recall10_k40"] = round(overlap([g[0] for g in got40], truth), 4)
     row["fallbacks"] = stats["ann_fallback"]
     row["graph_mb"] = round(ann._graph.memory_usage / 2 ** 20, 1)
+    row["expansion_sweep"] = []
+    for ef in [int(x) for x in opt.expansion_sweep.split(",") if x.strip()]:
+        ann._graph.expansion_search = ann.expansion_search = ef   # the same graph, searched wider
+        got = [ann.search(exact, q, 10, **who)[0] for q in qvecs]
+        lat = repeat_latency(lambda i: ann.search(exact, qvecs[i], POOL_K, **who), len(qvecs), 1)
+        row["expansion_sweep"].append({"expansion_search": ef, **lat,
+                                       "recall10_k10": round(overlap(got, truth), 4)})
+        print(f"[{n}] expansion_search {ef}: p50 {lat['p50_ms']} ms, recall@10 "
+              f"{row['expansion_sweep'][-1]['recall10_k10']}", flush=True)
     row["peak_rss_mb"] = peak_rss_mb()
     row["load"] = load()
     print(f"[{n}] build {row['build_s']} s; exact p50 {row['exact_f32']['p50_ms']} ms, "
@@ -108,8 +117,11 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--connectivity", type=int, default=32)
     p.add_argument("--expansion-add", type=int, default=128)
-    p.add_argument("--expansion-search", type=int, default=128)
+    p.add_argument("--expansion-search", type=int, default=2048)
     p.add_argument("--oversampling", type=int, default=4)
+    p.add_argument("--expansion-sweep", default="",
+                   help="after the main figures, search the same graph at these expansion_search "
+                        "values (comma-separated): recall@10 and p50/p95 at k = 40 for each")
     p.add_argument("--min-candidates", type=int, default=64)
     p.add_argument("--scalar", default="f16", choices=["f32", "f16", "i8"])
     p.add_argument("--threads", type=int, default=2, help="threads building the graph")

@@ -181,9 +181,10 @@ class StoreConfig(_Section):
         128, "HNSW candidate list while building the usearch graph (dense_index usearch): "
         "more, better graph, slower build.", stage="candidates", ge=8, le=4096)
     ann_expansion_search: int = _f(
-        128, "HNSW candidate list while searching the usearch graph (dense_index usearch; at "
-        "least the rows asked): more, better recall, slower search.", stage="candidates",
-        ge=8, le=4096)
+        2048, "HNSW candidate list while searching the usearch graph (dense_index usearch; at "
+        "least the rows asked): more, better recall, slower search. memlab's choice: 2048 "
+        "(1M seeded vectors: recall@10 0.985 at 7.4 ms p50; 128: 0.80 at 3.3 ms; README, "
+        "Scale).", stage="candidates", ge=8, le=4096)
     ann_oversampling: int = _f(
         4, "Graph candidates asked per result wanted before the filters apply (dense_index "
         "usearch): k * this, at least ann_min_candidates.", stage="candidates", ge=1, le=1000)

@@ -76,7 +76,7 @@ class AnnIndex:
                    scalar=config.store.ann_scalar, threads=config.store.ann_threads, stats=stats)
 
     def __init__(self, *, connectivity: int = 32, expansion_add: int = 128,
-                 expansion_search: int = 128, oversampling: int = 4, min_candidates: int = 64,
+                 expansion_search: int = 2048, oversampling: int = 4, min_candidates: int = 64,
                  scalar: str = "f16", threads: int = 1,
                  stats: Counter[str] | None = None) -> None:
         self._Index = load_usearch()
