@@ -165,6 +165,40 @@ class StoreConfig(_Section):
         "float32: benchmarks/recall_latency.py). Scanned by numba kernels (the fast extra; "
         "without it numpy converts rows in blocks, slower). memlab's choice: float32.",
         stage="candidates")
+    dense_index: Literal["exact", "usearch"] = _f(
+        "exact", "How the in-process dense route (read_index numpy) searches: the exact scan "
+        "(exact) or an approximate HNSW graph over the same rows (usearch; the optional extra "
+        "'ann'): it asks the graph for k * ann_oversampling rows, applies the filters to them, "
+        "scores the survivors with exact cosines and falls back to the exact scan when fewer "
+        "than k survive (counted: stats ann_fallback). Recall against exact is measured, not "
+        "guaranteed (README, Scale). memlab's choice: exact.", stage="candidates")
+    ann_connectivity: int = _f(
+        32, "HNSW edges per node of the usearch graph (dense_index usearch): more, better "
+        "recall, more memory and build time. memlab's choice: 32 (recall@10 0.9965 against "
+        "exact at 100k seeded vectors, 0.994 with 16; build 37 s vs 29 s; README, Scale).",
+        stage="candidates", ge=4, le=256)
+    ann_expansion_add: int = _f(
+        128, "HNSW candidate list while building the usearch graph (dense_index usearch): "
+        "more, better graph, slower build.", stage="candidates", ge=8, le=4096)
+    ann_expansion_search: int = _f(
+        2048, "HNSW candidate list while searching the usearch graph (dense_index usearch; at "
+        "least the rows asked): more, better recall, slower search. memlab's choice: 2048 "
+        "(1M seeded vectors: recall@10 0.985 at 7.4 ms p50; 128: 0.80 at 3.3 ms; README, "
+        "Scale).", stage="candidates", ge=8, le=4096)
+    ann_oversampling: int = _f(
+        4, "Graph candidates asked per result wanted before the filters apply (dense_index "
+        "usearch): k * this, at least ann_min_candidates.", stage="candidates", ge=1, le=1000)
+    ann_min_candidates: int = _f(
+        64, "Fewest graph candidates asked per search (dense_index usearch).",
+        stage="candidates", ge=1, le=100_000)
+    ann_scalar: Literal["f32", "f16", "i8"] = _f(
+        "f16", "How the usearch graph holds its vectors (dense_index usearch); results are "
+        "rescored with the exact index's own cosines. f16: half of f32's memory.",
+        stage="candidates")
+    ann_threads: int = _f(
+        1, "Threads building the usearch graph (dense_index usearch). 1 builds the same graph "
+        "every time; more build faster, in an order that may change the graph and so the "
+        "approximate results.", stage="candidates", ge=1, le=256)
     persist_index: bool = _f(
         True, "Save the in-process indexes (MemoryIndex, the exact dense index) as arrays in "
         "<store>.idx/ beside a store file and memory-map them at the next open instead of "

@@ -201,47 +201,72 @@ class ExactIndex:
                until: float | None = None, active_only: bool = True
                ) -> tuple[np.ndarray, np.ndarray]:
         """Same contract as :meth:`VectorCache.search`: (rowids int64, cosine float32), best first."""
+        q = self.query(query_vec, k)
+        idx = self.select(None, agent_id=agent_id, user_id=user_id, layers=layers, since=since,
+                          until=until, active_only=active_only)
+        if k == 0 or len(idx) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return self.rank(idx, self.score(idx, q), k)
+
+    def query(self, query_vec: Any, k: int) -> np.ndarray:
+        """The query as this index scores it (validated; int8 tables: quantised; unit)."""
         q = np.asarray(query_vec, np.float32).reshape(-1)
         if q.shape[0] != self.dim or not np.isfinite(q).all() or not q.any():
             raise InvalidInput("vector", f"must be a finite, non-zero vector of dimension "
                                f"{self.dim}", tuple(np.shape(query_vec)))
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_K:
             raise InvalidInput("k", f"must be an integer in [0, {MAX_K}]", k)
-        empty = np.zeros(0, np.int64), np.zeros(0, np.float32)
-        a, u = self._codes.get(agent_id), self._codes.get(user_id)
-        if k == 0 or a is None or u is None or self._n == 0:
-            return empty
         if self.dtype == "int8":
             q = quantize_int8(q, self.int8_scale).astype(np.float32)
-        q = q / np.linalg.norm(q)
-        n = self._n
-        mask = (self._agent[:n] == a) & (self._user[:n] == u)
+        return q / np.linalg.norm(q)
+
+    def positions(self, rowids: Sequence[int]) -> np.ndarray:
+        """Each rowid's position in the index (-1 when absent)."""
+        return self._pos.lookup(rowids)
+
+    def rowids(self) -> np.ndarray:
+        """The rowids held, in position order."""
+        return self._rowid[:self._n]
+
+    def select(self, at: np.ndarray | None, *, agent_id: str, user_id: str,
+               layers: Sequence[str] | None = None, since: float | None = None,
+               until: float | None = None, active_only: bool = True) -> np.ndarray:
+        """The positions (of ``at``, or of every row when None) whose row the filters keep."""
+        a, u = self._codes.get(agent_id), self._codes.get(user_id)
+        if a is None or u is None or self._n == 0:
+            return np.zeros(0, np.int64)
+        sel: Any = slice(0, self._n) if at is None else np.asarray(at, np.int64)
+        mask = (self._agent[sel] == a) & (self._user[sel] == u)
         if active_only:
-            mask &= self._active[:n]
+            mask &= self._active[sel]
         if layers is not None:
             codes = [LAYER_CODES[x] for x in layers if x in LAYER_CODES]
-            mask &= np.isin(self._layer[:n], codes)
+            mask &= np.isin(self._layer[sel], codes)
         if since is not None:
-            mask &= self._time[:n] >= math.floor(clamp_time(since, "since"))
+            mask &= self._time[sel] >= math.floor(clamp_time(since, "since"))
         if until is not None:
-            mask &= self._time[:n] < math.floor(clamp_time(until, "until"))
-        idx = np.flatnonzero(mask)
-        if len(idx) == 0:
-            return empty
+            mask &= self._time[sel] < math.floor(clamp_time(until, "until"))
+        return np.flatnonzero(mask) if at is None else sel[mask]
+
+    def score(self, idx: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Cosines of the rows at positions ``idx`` with the prepared query ``q``."""
+        n = self._n
         if self.exact_dtype != "float32":
             sims = dot(self._mat, q, idx)
             if self.exact_dtype == "int8":
                 sims = sims * np.float32(self.int8_scale / 127.0) * self._rnorm[idx]
-        elif len(idx) < self.gather_fraction * n:
-            sims = self._mat[idx] @ q
-        else:
-            sims = (self._mat[:n] @ q)[idx]
+            return sims
+        if len(idx) < self.gather_fraction * n:
+            return self._mat[idx] @ q
+        return (self._mat[:n] @ q)[idx]
+
+    def rank(self, idx: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``k`` of the rows at ``idx`` by (cosine desc, rowid asc)."""
         kk = min(k, len(idx))
         top = self._top(sims, self._rowid[idx], kk)
         rows = self._rowid[idx[top]]
         order = np.lexsort((rows, -sims[top]))
         return rows[order], sims[top][order].astype(np.float32)
-
 
     @staticmethod
     def _top(sims: np.ndarray, rowids: np.ndarray, kk: int) -> np.ndarray:

@@ -24,6 +24,7 @@ from memlab.types import MemoryRecord
 from .audit import AuditLog
 from .cache import EmbeddingCache, FreshVectors
 from .connect import Connection, connect, transaction
+from .ann import AnnIndex
 from .exact import ExactIndex
 from . import persist
 from .health import (RebuildReport, VectorState, bad_times, measure_vectors, reconcile_vectors,
@@ -52,7 +53,9 @@ class _Embedder(Protocol):
 
 
 class DenseView:
-    """The dense recall route over one vector table: ``search`` and ``vectors``.
+    """The dense recall route over one vector table: ``search`` and ``vectors``. With
+    ``store.dense_index = "usearch"`` searches go through an :class:`AnnIndex` (an HNSW graph
+    over the ExactIndex's rows, :mod:`memlab.store.ann`).
 
     Args:
         cache: the model version's vector table.
@@ -67,6 +70,7 @@ class DenseView:
             raise InvalidInput("read_index", "must be 'numpy' or 'sqlite-vec'", read_index)
         self.cache = cache
         self.index: ExactIndex | None = None
+        self.ann: AnnIndex | None = None    # store.dense_index "usearch": a graph over index
         self.opened = ""      # how the index was opened (persisted state loaded, or rebuilt)
         self.saved = -1       # the generation of its state saved beside the store
         if read_index != "numpy":
@@ -77,12 +81,18 @@ class DenseView:
                 path, cache, cfg, stats if stats is not None else Counter())
         else:
             self.index = ExactIndex.load(cache, exact_dtype=cfg.store.exact_dtype)
+        if cfg.store.dense_index == "usearch":
+            self.ann = AnnIndex.from_config(cfg, stats)
 
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
                **filters: Any) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, cosine), best first; filters as :meth:`VectorCache.search`."""
         if self.index is not None:
-            self.index.sync(self.cache)
+            if self.index.sync(self.cache) and self.ann is not None:
+                self.ann.drop()      # reloaded: the graph is rebuilt from the rows now held
+            if self.ann is not None:
+                return self.ann.search(self.index, query_vec, k, agent_id=agent_id,
+                                       user_id=user_id, **filters)
             return self.index.search(query_vec, k, agent_id=agent_id, user_id=user_id, **filters)
         return self.cache.search(query_vec, k, agent_id=agent_id, user_id=user_id, **filters)
 
@@ -110,7 +120,10 @@ class DenseView:
                 generation: int) -> None:
         """Tell the in-process index about a committed write."""
         if self.index is not None:
+            before = self.index.generation
             self.index.add(rowids, vectors, meta, generation=generation)
+            if self.ann is not None:
+                self.ann.applied(self.index, before, rowids)
 
 
 class Store:
@@ -280,6 +293,8 @@ class Store:
         self._saved = {"memory": -1, "dense": -1}
         if self.dense is not None and self.dense.index is not None:
             self.dense.index.stale = True
+        if self.dense is not None and self.dense.ann is not None:
+            self.dense.ann.drop()
 
     def release(self) -> dict[str, int]:
         """Free the in-process read indexes (the MemoryIndex and the dense ExactIndex; they hold
@@ -297,6 +312,8 @@ class Store:
                                exact_dtype=old.exact_dtype)
             fresh.stale = True   # empty: the next sync reloads it
             self.dense.index = fresh
+            if self.dense.ann is not None:
+                self.dense.ann.drop()
         return held
 
     def warm(self) -> None:

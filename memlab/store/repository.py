@@ -36,6 +36,7 @@ from memlab.types import COGNITIVE_CODES, LAYER_CODES, ListTermSets
 from memlab.types import RETENTION_LAYERS, MemoryRecord
 
 from . import keyfield
+from .cache import EmbeddingCache
 from .connect import Connection, db_path, transaction
 from .migrations import LATEST, schema_version
 from .records import (COLUMNS, DERIVED, FIELDS, TIME_OUT_OF_RANGE_SQL, VECTOR_META_FIELDS,

@@ -1,0 +1,152 @@
+"""AnnIndex: an approximate (HNSW, usearch) index over an ExactIndex's rows, for the dense route.
+
+``store.dense_index = "usearch"`` (the optional extra ``ann``: ``pip install 'memlab[ann]'``).
+The :class:`~memlab.store.exact.ExactIndex` stays the truth of the in-process dense route: it
+holds the rows, their filter columns and the change-log generation, is persisted beside the store
+and kept in step with writes as before. The AnnIndex is an accelerator derived from it: a usearch
+HNSW graph (inner product on the unit rows the ExactIndex ranks) keyed by rowid.
+
+Search (same contract as :meth:`ExactIndex.search`): ask the graph for ``k * oversampling``
+nearest rows (at least ``min_candidates``), keep those the filters (agent, user, active, layer,
+time) keep — evaluated by the ExactIndex on its own filter columns, so a row the filters exclude
+is never returned — then score the survivors with the ExactIndex's own cosines and order them as
+it does (cosine desc, rowid asc). When fewer than ``k`` survive (selective filters, or a scope
+with fewer than ``k`` rows), the search falls back to the exact scan: logged at debug level and
+counted (``stats["ann_fallback"]``, beside ``stats["ann_search"]``). Results are therefore the
+exact cosines of a subset of the true candidates: recall@10 against the exact scan is measured
+(tests/store/test_ann.py, benchmarks/ann_latency.py), not guaranteed; a filter that keeps a
+small fraction of a scope's rows but at least ``k`` of the graph's candidates may miss rows.
+
+Keeping in step: :meth:`follow` is called before each search with the ExactIndex; the graph
+mirrors one ExactIndex object at one generation. After a committed write, :meth:`applied` adds
+the rows to the graph too (upserted rowids replaced) when the graph was in step with the
+ExactIndex before the write; otherwise (the ExactIndex was reloaded, another process wrote, the
+indexes were released) the graph is rebuilt from the ExactIndex's rows at the next search
+(``stats["ann_rebuild"]``): at a million rows a rebuild takes minutes (README, Scale). The graph
+is not persisted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any, Sequence
+
+import numpy as np
+
+from memlab.errors import ConfigError
+
+from .exact import ExactIndex
+
+log = logging.getLogger("memlab")
+EXTRA = "ann"
+_BUILD_BATCH = 50_000   # rows converted to float32 at a time when the graph is (re)built
+
+
+def load_usearch() -> Any:
+    """usearch's Index class, or memlab's error naming the extra that installs it."""
+    try:
+        from usearch.index import Index
+    except ImportError:
+        raise ConfigError("store.dense_index", f"'usearch' needs the optional extra {EXTRA!r}: "
+                          f"pip install 'memlab[{EXTRA}]'", "usearch") from None
+    return Index
+
+
+class AnnIndex:
+    """An HNSW graph over one ExactIndex's rows (see the module).
+
+    Args:
+        connectivity, expansion_add, expansion_search: usearch's HNSW parameters.
+        oversampling: graph candidates asked per result wanted (``k * oversampling``).
+        min_candidates: the fewest graph candidates asked for.
+        scalar: how the graph holds its vectors (``f32``, ``f16``, ``i8``).
+        threads: threads adding rows to the graph (1: the same graph every time).
+        stats: the counter of searches, fallbacks and rebuilds (the store's ``stats``).
+    """
+
+    @classmethod
+    def from_config(cls, config: Any, stats: Counter[str] | None = None) -> "AnnIndex":
+        """An empty AnnIndex tuned by a MemlabConfig (its ``store.ann_*`` fields)."""
+        return cls(connectivity=config.store.ann_connectivity,
+                   expansion_add=config.store.ann_expansion_add,
+                   expansion_search=config.store.ann_expansion_search,
+                   oversampling=config.store.ann_oversampling,
+                   min_candidates=config.store.ann_min_candidates,
+                   scalar=config.store.ann_scalar, threads=config.store.ann_threads, stats=stats)
+
+    def __init__(self, *, connectivity: int = 32, expansion_add: int = 128,
+                 expansion_search: int = 2048, oversampling: int = 4, min_candidates: int = 64,
+                 scalar: str = "f16", threads: int = 1,
+                 stats: Counter[str] | None = None) -> None:
+        self._Index = load_usearch()
+        self.connectivity, self.expansion_add = int(connectivity), int(expansion_add)
+        self.expansion_search, self.oversampling = int(expansion_search), int(oversampling)
+        self.min_candidates, self.scalar, self.threads = int(min_candidates), scalar, int(threads)
+        self.stats: Counter[str] = stats if stats is not None else Counter()
+        self._graph: Any = None
+        self._source: ExactIndex | None = None   # the ExactIndex object mirrored ...
+        self.generation = -1                     # ... at this generation of it
+
+    def __len__(self) -> int:
+        return 0 if self._graph is None else len(self._graph)
+
+    def in_step(self, exact: ExactIndex) -> bool:
+        """Whether the graph mirrors ``exact`` as it is now."""
+        return (self._graph is not None and self._source is exact
+                and self.generation == exact.generation and not exact.stale)
+
+    def follow(self, exact: ExactIndex) -> None:
+        """Rebuild the graph from ``exact``'s rows unless it is in step with them."""
+        if self.in_step(exact):
+            return
+        self.stats["ann_rebuild"] += 1
+        log.debug("ann: rebuilding the HNSW graph from %d rows", len(exact))
+        self._graph = self._Index(ndim=exact.dim, metric="ip", dtype=self.scalar,
+                                  connectivity=self.connectivity,
+                                  expansion_add=self.expansion_add,
+                                  expansion_search=self.expansion_search)
+        rowids = exact.rowids()
+        for lo in range(0, len(rowids), _BUILD_BATCH):
+            keys = rowids[lo:lo + _BUILD_BATCH]
+            _, vecs = exact.vectors(keys)
+            self._graph.add(keys, vecs, threads=self.threads)
+        self._source, self.generation = exact, exact.generation
+
+    def applied(self, exact: ExactIndex, before: int, rowids: Sequence[int]) -> None:
+        """Mirror a committed upsert that took ``exact`` from generation ``before`` to its
+        current one; a graph that was not in step then is left to rebuild at the next search."""
+        if self._graph is None or self._source is not exact or self.generation != before \
+                or exact.stale:
+            return
+        keys = np.asarray(rowids, np.int64).reshape(-1)
+        there = keys[self._graph.contains(keys)] if len(keys) else keys
+        if len(there):
+            self._graph.remove(there)
+        _, vecs = exact.vectors(keys)
+        if len(keys):
+            self._graph.add(keys, vecs, threads=self.threads)
+        self.generation = exact.generation
+
+    def drop(self) -> None:
+        """Free the graph (rebuilt at the next search)."""
+        self._graph, self._source, self.generation = None, None, -1
+
+    def search(self, exact: ExactIndex, query_vec: Any, k: int, *, agent_id: str, user_id: str,
+               **filters: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Same contract as :meth:`ExactIndex.search` (see the module for how it may differ)."""
+        q = exact.query(query_vec, k)
+        self.follow(exact)
+        self.stats["ann_search"] += 1
+        if k == 0 or len(exact) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        count = min(len(exact), max(k * self.oversampling, self.min_candidates))
+        found = self._graph.search(q, count, threads=1)
+        at = exact.positions(np.asarray(found.keys, np.int64))
+        idx = exact.select(at[at >= 0], agent_id=agent_id, user_id=user_id, **filters)
+        if len(idx) < k:
+            self.stats["ann_fallback"] += 1
+            log.debug("ann: %d of %d graph candidates pass the filters (k=%d): exact scan",
+                      len(idx), count, k)
+            return exact.search(query_vec, k, agent_id=agent_id, user_id=user_id, **filters)
+        return exact.rank(idx, exact.score(idx, q), k)
