@@ -74,12 +74,14 @@ DATASETS = {
 BASELINES = ("cosine", "bm25", "hybrid_rrf")
 REFERENCES = BASELINES
 METRICS = ("ndcg@10", "recall@10", "recall@5", "mrr")
-#: learned methods: name -> (kind, trained on every dataset together); held out k-fold
-LEARNED = {"reverie_plus": ("plus", True), "hgb": ("hgb", False), "hgb_all": ("hgb", True),
-           "ranker": ("lambdarank", False), "ranker_all": ("lambdarank", True),
+#: learned methods: name -> (kind, trained on every dataset together, columns dropped); held out
+#: k-fold
+LEARNED = {"reverie_plus": ("plus", True, ()), "hgb": ("hgb", False, ()),
+           "hgb_all": ("hgb", True, ()), "ranker": ("lambdarank", False, ()),
+           "ranker_all": ("lambdarank", True, ()),
            "ranker_portable": ("lambdarank", True, ("not_portable",))}
-#: leave one dataset out: name -> kind (trained on every other dataset)
-TRANSFER = {"plus_lodo": ("plus",), "hgb_lodo": ("hgb",), "ranker_lodo": ("lambdarank",),
+#: leave one dataset out: name -> (kind, columns dropped) (trained on every other dataset)
+TRANSFER = {"plus_lodo": ("plus", ()), "hgb_lodo": ("hgb", ()), "ranker_lodo": ("lambdarank", ()),
             "portable_lodo": ("lambdarank", ("not_portable",))}
 
 
@@ -321,13 +323,12 @@ def learned_methods(devs: dict[str, Any], dev_info: dict[str, dict], args, log
 
     out: dict[str, Any] = {"seconds": {}}
     work = Path(args.out_dir) / "quality_models"
-    for name, (kind, joint_, *drop) in LEARNED.items():
+    for name, (kind, joint_, drop) in LEARNED.items():
         if kind == "hgb" and args.no_hgb:
             continue
         t = time.perf_counter()
         keep: dict[str, list] | None = {} if name == "ranker_all" and args.importance else None
-        got = kfold(devs, Spec(kind, joint_, drop=tuple(drop[0]) if drop else ()),
-                    seed=args.seed, keep=keep,
+        got = kfold(devs, Spec(kind, joint_, drop=drop), seed=args.seed, keep=keep,
                     workdir=work / name if keep is not None else None)
         for label, frame in got.items():
             dev_info[label]["frames"][name] = frame.reindex(dev_info[label]["frames"]
@@ -346,12 +347,11 @@ def learned_methods(devs: dict[str, Any], dev_info: dict[str, dict], args, log
             out["seconds"]["importance"] = round(time.perf_counter() - t, 1)
     if len(devs) > 1:
         out["lodo"] = {label: {} for label in devs}
-        for name, (kind, *drop) in TRANSFER.items():
+        for name, (kind, drop) in TRANSFER.items():
             if kind == "hgb" and args.no_hgb:
                 continue
             t = time.perf_counter()
-            got = leave_one_out(devs, Spec(kind, True, drop=tuple(drop[0]) if drop else ()),
-                                seed=args.seed)
+            got = leave_one_out(devs, Spec(kind, True, drop=drop), seed=args.seed)
             for label, frame in got.items():
                 dev_info[label]["lodo_frames"][name] = frame
             out["seconds"][name] = round(time.perf_counter() - t, 1)
