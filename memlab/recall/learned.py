@@ -37,6 +37,13 @@ relevant and the ranking is the model's alone, except under ``recall.floor_mode`
 whose decision is a question's, not a row's: a question its abstention model refuses gets nothing,
 every row of one it answers is relevant.
 
+**Route features** (:data:`ROUTE_FEATURES`, :func:`route_features`, also computed, not stored):
+``rrf``, the hybrid_rrf baseline's score (1/(``baselines.rrf_k`` + rank) summed over the dense
+and lexical routes) and ``rrf_rank``, its rank within the question: a model can start from the
+plain hybrid instead of rebuilding it from the two ranks with its trees. A lambdarank model may
+also be fitted boosted from a baseline (manifest ``base``: a rank feature and a scale; LightGBM's
+``init_score``): its score is then the trees' output plus :func:`base_score` of that rank.
+
 **Columns a model and a table do not share** (one rule, :meth:`LearnedModel.matrix`): the model
 reads the manifest's columns by name, in its order; a table column it does not name is ignored
 (a model trained before a column existed keeps working); a manifest column memlab does not know
@@ -61,8 +68,9 @@ from memlab.recall.modelfile import file_key, read_archive, write_archive
 from memlab.recall.score import Scored, register, relevance_mask
 from memlab.version import __version__
 
-__all__ = ["FORMAT", "FEATURES", "GATE_FEATURES", "COLUMN_GATES", "KINDS", "TRUSTED_TYPES",
-           "LearnedModel", "gate_features", "save_model", "load_model", "learned"]
+__all__ = ["FORMAT", "FEATURES", "GATE_FEATURES", "ROUTE_FEATURES", "COMPUTED", "COLUMN_GATES",
+           "KINDS", "TRUSTED_TYPES", "LearnedModel", "gate_features", "route_features",
+           "computed_features", "save_model", "load_model", "learned"]
 
 FORMAT = 1
 #: every raw signal but the row's identity (qid, row) and the absolute event time (Unix seconds:
@@ -75,6 +83,10 @@ KEY = "fusion.learned_model"
 KINDS = ("hgb", "lambdarank")
 #: columns computed from the table and the config at scoring time (see the module doc)
 GATE_FEATURES: tuple[str, ...] = ("retention", "eligible", "floor_margin")
+#: the hybrid's fusion of the two routes, computed from the ranks at scoring time (see the doc)
+ROUTE_FEATURES: tuple[str, ...] = ("rrf", "rrf_rank")
+#: every column a model may read that the table does not store
+COMPUTED: tuple[str, ...] = GATE_FEATURES + ROUTE_FEATURES
 #: config field -> the columns it computes (off: NaN or neutral on every row)
 COLUMN_GATES: dict[str, tuple[str, ...]] = {
     "recall.zscore_signals": ("dense_z", "bm25_z", "fused_z"),
@@ -84,6 +96,48 @@ COLUMN_GATES: dict[str, tuple[str, ...]] = {
     "query.question_types": ("q_type",),
     "query.speakers": ("speaker_named",),
 }
+
+
+def route_features(table: Table, cfg: MemlabConfig) -> dict[str, np.ndarray]:
+    """The :data:`ROUTE_FEATURES` of every row: ``rrf``, the hybrid_rrf baseline's score (the sum
+    of 1/(``baselines.rrf_k`` + rank) over the dense and lexical routes, 0 for a row neither
+    route retrieved) and ``rrf_rank``, its rank within the question (1 = best; ties by row
+    order; 0 where ``rrf`` is 0)."""
+    from memlab.recall.score import rrf_terms
+
+    n = n_rows(table)
+    if n == 0:
+        return {c: np.zeros(0) for c in ROUTE_FEATURES}
+    dense, lexical = rrf_terms(column(table, "dense_rank", np.float64),
+                               column(table, "lexical_rank", np.float64), cfg.baselines.rrf_k)
+    score = dense + lexical
+    qid = column(table, "qid", np.int64)
+    order = np.lexsort((np.arange(n), -score, qid))
+    starts = np.r_[0, np.flatnonzero(qid[order][1:] != qid[order][:-1]) + 1]
+    pos = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    rank = np.empty(n, np.float64)
+    rank[order] = pos + 1
+    return {"rrf": score, "rrf_rank": np.where(score > 0, rank, 0.0)}
+
+
+def base_score(rank: np.ndarray, scale: float) -> np.ndarray:
+    """The score a ranker boosts from (its ``init_score``): ``-scale * ln(rank)`` of a
+    baseline's rank within the question (1 = best: 0); a row the baseline does not rank (rank 0
+    or NaN) gets the score of rank 1,000."""
+    r = np.asarray(rank, np.float64)
+    r = np.where(np.isfinite(r) & (r > 0), r, 1000.0)
+    return -float(scale) * np.log(r)
+
+
+def computed_features(table: Table, cfg: MemlabConfig, names: Any = COMPUTED
+                      ) -> dict[str, np.ndarray]:
+    """The :data:`COMPUTED` columns among ``names`` (only the groups asked for are computed)."""
+    out: dict[str, np.ndarray] = {}
+    if any(c in GATE_FEATURES for c in names):
+        out.update(gate_features(table, cfg))
+    if any(c in ROUTE_FEATURES for c in names):
+        out.update(route_features(table, cfg))
+    return out
 
 
 def gate_features(table: Table, cfg: MemlabConfig) -> dict[str, np.ndarray]:
@@ -125,18 +179,18 @@ class LearnedModel:
     def matrix(self, table: Table, cfg: MemlabConfig | None = None) -> np.ndarray:
         """The model's input: the manifest's columns of ``table`` as float64 (NaN kept: the
         gradient-boosting models treat it as missing); gate features from ``cfg``."""
-        missing = [c for c in self.features if c not in table and c not in GATE_FEATURES]
+        missing = [c for c in self.features if c not in table and c not in COMPUTED]
         if missing:
             raise ConfigError(KEY, f"the model reads column {missing[0]!r}, which the feature "
                               "table lacks", self.path)
         if cfg is not None:
             self.check_gates(cfg)
         gates = {}
-        if any(c in GATE_FEATURES for c in self.features):
+        if any(c in COMPUTED for c in self.features):
             if cfg is None:
-                raise ConfigError(KEY, "the model reads gate features: pass the config",
-                                  self.path)
-            gates = gate_features(table, cfg)
+                raise ConfigError(KEY, "the model reads computed features (gates, routes): "
+                                  "pass the config", self.path)
+            gates = computed_features(table, cfg, self.features)
         return np.column_stack([gates[c] if c in gates else column(table, c, np.float64)
                                 for c in self.features]) \
             if self.features else np.zeros((n_rows(table), 0))
@@ -161,7 +215,12 @@ class LearnedModel:
         if self.kind == "lambdarank":   # one thread: a recall's few hundred rows do not pay
             # for OpenMP's start (measured: 21 ms per recall with the default threads on a
             # loaded 2-core machine); the scores do not depend on it
-            return np.asarray(self.model.predict(X, num_threads=1), np.float64)
+            out = np.asarray(self.model.predict(X, num_threads=1), np.float64)
+            base = self.manifest.get("base")
+            if base:
+                out = out + base_score(X[:, self.features.index(base["feature"])],
+                                       float(base["scale"]))
+            return out
         return self.model.predict_proba(X)[:, 1]
 
 
@@ -185,7 +244,8 @@ def save_model(model: Any, path: str | Path, *, features: tuple[str, ...] | list
                dataset: Mapping[str, Any] | None = None,
                trained: Mapping[str, Any] | None = None,
                environment: Mapping[str, Any] | None = None,
-               kind: str = "hgb", config: Mapping[str, Any] | None = None) -> Path:
+               kind: str = "hgb", config: Mapping[str, Any] | None = None,
+               base: Mapping[str, Any] | None = None) -> Path:
     """Write ``model`` (fitted on ``features``, in that order) and its manifest as one skops file
     (``kind`` lambdarank: a LightGBM Booster or LGBMRanker, kept as LightGBM's text; ``config``:
     the flat training config, recorded). Written beside and renamed into place, so a reader never
@@ -194,13 +254,18 @@ def save_model(model: Any, path: str | Path, *, features: tuple[str, ...] | list
 
     if kind not in KINDS:
         raise ConfigError(KEY, f"kind must be one of {', '.join(KINDS)}", kind)
-    unknown = [c for c in features if c not in COLUMNS and c not in GATE_FEATURES]
+    unknown = [c for c in features if c not in COLUMNS and c not in COMPUTED]
     if unknown:
         raise ConfigError(KEY, "feature columns must be raw-signal columns", unknown[0])
     manifest = {"format": FORMAT, "kind": kind, "features": list(features),
                 "memlab": __version__, "sklearn": sklearn.__version__,
                 "dataset": dict(dataset or {}), "trained": dict(trained or {}),
                 "environment": dict(environment or {}), "config": dict(config or {})}
+    if base:
+        if kind != "lambdarank" or base.get("feature") not in features:
+            raise ConfigError(KEY, "a base score needs a lambdarank model reading its feature",
+                              dict(base))
+        manifest["base"] = {"feature": str(base["feature"]), "scale": float(base["scale"])}
     if kind == "lambdarank":
         booster = getattr(model, "booster_", model)
         manifest["lightgbm"] = lightgbm().__version__
@@ -224,7 +289,7 @@ def _load(path: str, size: int, mtime_ns: int) -> LearnedModel:   # size, mtime:
         raise ConfigError(KEY, f"model file format {man.get('format')!r}, this memlab reads "
                           f"format {FORMAT}", path)
     feats = man.get("features")
-    if not isinstance(feats, list) or any(c not in COLUMNS and c not in GATE_FEATURES
+    if not isinstance(feats, list) or any(c not in COLUMNS and c not in COMPUTED
                                           for c in feats):
         raise ConfigError(KEY, f"the manifest's feature columns are not raw-signal columns "
                           f"({feats!r})", path)

@@ -448,17 +448,24 @@ def bm25(table: Table, cfg: MemlabConfig) -> Scored:
     return _build("bm25", b, np.ones(len(b), dtype=bool), relevant & (b > 0), floor, {"bm25": b})
 
 
+def rrf_terms(dense_rank: np.ndarray, lexical_rank: np.ndarray, k: float
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Each route's reciprocal-rank term 1/(k + rank); rank 0 (absent from the route) gives 0."""
+    dr = np.asarray(dense_rank, np.float64)
+    lr = np.asarray(lexical_rank, np.float64)
+    with np.errstate(divide="ignore"):
+        return (np.where(dr > 0, 1.0 / (k + dr), 0.0), np.where(lr > 0, 1.0 / (k + lr), 0.0))
+
+
 @register("rrf")
 def rrf(table: Table, cfg: MemlabConfig) -> Scored:
     """Reciprocal rank fusion: sum over routes of 1/(rrf_k + rank); rank 0 (absent) adds 0.
 
     Rows retrieved by neither route are not relevant (the hybrid returns route hits only).
     """
-    k = cfg.baselines.rrf_k
     dr = _col(table, "dense_rank")
     lr = _col(table, "lexical_rank")
-    dense = np.where(dr > 0, 1.0 / (k + dr), 0.0)
-    lexical = np.where(lr > 0, 1.0 / (k + lr), 0.0)
+    dense, lexical = rrf_terms(dr, lr, cfg.baselines.rrf_k)
     relevant, floor = relevance_mask(table, cfg)
     terms = {"dense_term": dense, "lexical_term": lexical}
     return _build("rrf", dense + lexical, np.ones(len(dr), dtype=bool),

@@ -87,7 +87,7 @@ def model_config(cfg: MemlabConfig, path: str | Path, kind: str) -> MemlabConfig
 def _fit_save(parts: list[Part], spec: Spec, path: Path, seed: int) -> tuple[Path, dict]:
     model, feats, counts = fit_model(parts, kind=spec.kind, drop=spec.drop, seed=seed,
                                      params=dict(spec.params) or None)
-    save_model(model, path, features=feats, kind=spec.kind, trained=counts,
+    save_model(model, path, features=feats, kind=spec.kind, trained=counts, base=counts.get("base"),
                config=parts[0].cfg.to_flat(),
                dataset={"parts": [{"name": p.name, "questions": None if p.questions is None
                                    else len(p.questions)} for p in parts]})

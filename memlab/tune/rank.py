@@ -27,7 +27,9 @@ spec's temporal term goes either way with the question's intent).
 **Training.** ``lightgbm.train`` with objective ``lambdarank`` (metric nDCG@10), deterministic
 (one seed, ``deterministic``, row-wise histograms: the same rows give the same model); a tenth of
 the groups (``valid_fraction``, seeded) held back for early stopping. ``params`` override the
-defaults (:data:`DEFAULTS`). ``threads`` 1 by default: measured on this 2-core machine under
+defaults (:data:`DEFAULTS`); ``base_feature`` / ``base_scale`` among them boost the trees from a
+baseline's rank (``init_score`` = :func:`memlab.recall.learned.base_score`, recorded in the
+model's manifest and added back when it scores). ``threads`` 1 by default: measured on this 2-core machine under
 load, one LightGBM fit took 1.1 s with one thread and 19.7 s with two (OpenMP threads spin while
 they wait for a core).
 """
@@ -44,7 +46,8 @@ from memlab.bench.replay import Replayed
 from memlab.config import MemlabConfig
 from memlab.errors import InvalidInput
 from memlab.recall.features import column
-from memlab.recall.learned import FEATURES, GATE_FEATURES, gate_features, lightgbm
+from memlab.recall.learned import COMPUTED, FEATURES, GATE_FEATURES, ROUTE_FEATURES, \
+    computed_features, lightgbm
 from memlab.recall.score import relevance_mask
 from memlab.tune.fit import gold_mask, question_keys
 
@@ -65,6 +68,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "background": ("q_bg_mean", "q_bg_std", "m_bg_mean", "m_bg_std"),
     "keys": ("key_bm25", "key_bm25_z"),
     "gates": GATE_FEATURES,
+    "fusion": ROUTE_FEATURES,   # the hybrid_rrf baseline's score and rank, from the two ranks
     "chunk": ("chunk_max", "chunk_gain"),     # issue 21: the window max (chunk.*)
     # issue 21: what the question says (query.*), the per-query z-scores, the session context
     "query": ("q_window_days", "window_dist_days", "q_type", "speaker_named"),
@@ -86,7 +90,7 @@ NOT_PORTABLE: tuple[str, ...] = ("cosine", "lexical", "memory", "time", "length"
 #: +1: more is better (see the module doc)
 MONOTONE: dict[str, int] = {c: 1 for c in (
     "cosine", "lexical", "bm25", "importance", "access_count", "mention_count", "emotion_max",
-    "entity_matches", "retention", "eligible", "floor_margin")}
+    "entity_matches", "retention", "eligible", "floor_margin", "rrf")}
 DEFAULTS: dict[str, Any] = {
     "objective": "lambdarank", "metric": "ndcg", "eval_at": [10], "learning_rate": 0.05,
     "num_leaves": 31, "min_data_in_leaf": 20, "feature_fraction": 0.9,
@@ -161,7 +165,8 @@ def _part_rows(part: Part, features: Sequence[str], floor: bool
     keys = question_keys(part.rep)[qid] if n else np.zeros(0, dtype=object)
     if part.questions is not None:
         keep &= pd.Series(keys).isin(pd.Index(part.questions)).to_numpy()
-    gates = gate_features(table, part.cfg) if any(c in GATE_FEATURES for c in features) else {}
+    gates = computed_features(table, part.cfg, features) \
+        if any(c in COMPUTED for c in features) else {}
     X = np.column_stack([gates[c] if c in gates else column(table, c, np.float64)
                          for c in features]) if features else np.zeros((n, 0))
     order = np.flatnonzero(keep)[np.argsort(qid[keep], kind="stable")]
@@ -180,7 +185,7 @@ def build_rows(parts: Sequence[Part], *, kind: Literal["lambdarank", "hgb"] = "l
     if not parts:
         raise InvalidInput("parts", "at least one replay to train on", 0)
     gates = kind == "lambdarank"
-    candidates = [c for c in FEATURES + (GATE_FEATURES if gates else ())]
+    candidates = [c for c in FEATURES + (COMPUTED if gates else ())]
     removed = resolve_drop(drop, candidates)
     features = [c for c in candidates if c not in removed]
     Xs, ys, ks, per = [], [], [], {}
@@ -245,11 +250,20 @@ def fit_model(parts: Sequence[Part], *, kind: Literal["lambdarank", "hgb"] = "la
     opts = {**DEFAULTS, "seed": seed, "num_threads": threads, "monotone_constraints": mono,
             **(params or {})}
     rounds = int(opts.pop("num_boost_round", ROUNDS))
+    base_feature, base_scale = opts.pop("base_feature", None), float(opts.pop("base_scale", 1.0))
+    init = None
+    if base_feature:
+        from memlab.recall.learned import base_score
+
+        if base_feature not in rows.features:
+            raise InvalidInput("base_feature", "a feature the model reads", base_feature)
+        init = base_score(rows.X[:, rows.features.index(base_feature)], base_scale)
+        counts["base"] = {"feature": base_feature, "scale": base_scale}
     train = lgb.Dataset(rows.X[~in_valid], rows.y[~in_valid].astype(int),
                         group=rows.sizes[~valid], feature_name=list(rows.features),
-                        free_raw_data=True)
+                        free_raw_data=True, init_score=None if init is None else init[~in_valid])
     val = lgb.Dataset(rows.X[in_valid], rows.y[in_valid].astype(int), group=rows.sizes[valid],
-                      reference=train)
+                      reference=train, init_score=None if init is None else init[in_valid])
     booster = lgb.train(opts, train, num_boost_round=rounds, valid_sets=[val],
                         callbacks=[lgb.early_stopping(PATIENCE, verbose=False)])
     counts.update(best_iteration=int(booster.best_iteration), valid_groups=int(valid.sum()),

@@ -17,7 +17,7 @@ RECORDED = {
     "memlab.recall.score:reverie_gate": "f7e80e26deee62ba",
     "memlab.recall.score:reverie_memory": "e62f1432e421d269",
     "memlab.recall.score:reverie_scored": "4d808f37d2ac9ca1",
-    "memlab.recall.score:rrf": "a12547a86c368186",
+    "memlab.recall.score:rrf": "505e3225ab4d204a",
     "memlab.recall.score:score": "a6e1c32b78b40e33",
     "memlab.recall.select:_candidates": "61e9c833aaf9bd61",
     "memlab.recall.select:select": "de95875c45ada06f",

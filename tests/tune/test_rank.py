@@ -105,6 +105,32 @@ def test_gate_features_by_hand():
     np.testing.assert_array_equal(g["eligible"], ref.eligible.astype(float))
 
 
+def test_route_features_by_hand():
+    # two questions; q0: row 0 dense 1 / lexical 3, row 1 dense 2 only, row 2 neither route,
+    # row 4 lexical 1 only; q1: row 3 dense 1 / lexical 1
+    table = make_columns(qid=[0, 0, 0, 1, 0], dense_rank=[1, 2, 0, 1, 0],
+                         lexical_rank=[3, 0, 0, 1, 1])
+    cfg = MemlabConfig().replace(**{"baselines.rrf_k": 60})
+    r = L.route_features(table, cfg)
+    want = [1 / 61 + 1 / 63, 1 / 62, 0.0, 2 / 61, 1 / 61]
+    np.testing.assert_allclose(r["rrf"], want, rtol=1e-12)
+    # within q0: row 0 (1/61 + 1/63), then row 4 (1/61), then row 1 (1/62); row 2 unranked
+    # (0); q1's only row is its first
+    assert r["rrf_rank"].tolist() == [1.0, 3.0, 0.0, 1.0, 2.0]
+    # the hybrid_rrf scorer's score is the same sum
+    np.testing.assert_allclose(score(table, cfg, scorer="rrf").score, want, rtol=1e-12)
+    # rrf_k moves the terms: k = 1 gives 1/(1 + rank)
+    r1 = L.route_features(table, cfg.replace(**{"baselines.rrf_k": 1}))
+    np.testing.assert_allclose(r1["rrf"], [1 / 2 + 1 / 4, 1 / 3, 0.0, 1.0, 1 / 2], rtol=1e-12)
+
+
+def test_base_score_by_hand():
+    # -scale * ln(rank); unranked (0, NaN) counts as rank 1,000
+    got = L.base_score(np.array([1.0, 2.0, 0.0, np.nan, 10.0]), 2.0)
+    np.testing.assert_allclose(got, [0.0, -2 * np.log(2), -2 * np.log(1000),
+                                     -2 * np.log(1000), -2 * np.log(10)], rtol=1e-12)
+
+
 def _holdout_ndcg(rep, cfg, path, kind, test):
     from memlab.tune.crossfit import restrict
 
