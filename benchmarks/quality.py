@@ -41,6 +41,12 @@ printed per dataset.
 ``--transfer SRC`` / ``--joint``: the Optuna-tuned configuration of SRC on the other datasets, and
 one study over all of them (issue 8's tables).
 
+A ``--datasets`` entry is a label above or a canonical dataset folder (``card.json``,
+``items.jsonl``, ``queries.jsonl``: your own labelled set). ``--set KEY=VALUE`` (repeatable)
+overrides every compared preset and the embedder, e.g. ``embedding.backend=hashing`` for a
+quick run of the script itself (tests/bench/test_quality_script.py does that on two small
+subsets of memlab-lifelog).
+
 Prints the tables and writes JSON (``--json``, default ``results/quality.json``).
 """
 
@@ -85,20 +91,30 @@ TRANSFER = {"plus_lodo": ("plus", ()), "hgb_lodo": ("hgb", ()), "ranker_lodo": (
             "portable_lodo": ("lambdarank", ("not_portable",))}
 
 
+def _source(label: str, data: Path) -> tuple[str, str | None, dict[str, Any]]:
+    """(registered name or canonical folder, native path or None, loader options) of a
+    ``--datasets`` entry: a label of :data:`DATASETS` or a canonical dataset folder."""
+    if label not in DATASETS:
+        return str(Path(label).resolve()), None, {}
+    name, rel, opts = DATASETS[label]
+    return (name, str(data / rel) if rel else None,
+            {k: (str(data / v) if k.endswith("_path") else v) for k, v in opts.items()})
+
+
 def _load(label: str, data: Path):
     from memlab.bench.datasets import registry
 
-    name, rel, opts = DATASETS[label]
-    opts = {k: (str(data / v) if k.endswith("_path") else v) for k, v in opts.items()}
-    return registry.load(name, path=str(data / rel) if rel else None, **opts)
+    name, path, opts = _source(label, data)
+    return registry.load(name, path=path, **opts)
 
 
-def _presets(cache_dir: str) -> dict[str, Any]:
+def _presets(cache_dir: str, sets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The compared presets, each with ``bench.cache_dir`` and the ``--set`` overrides."""
     from memlab.bench.run import resolve_preset
-    from memlab.config import load_config
+    from memlab.config import load_config, parse_assignments
 
-    return {p: load_config(resolve_preset(p)[1], overrides={"bench.cache_dir": cache_dir})
-            for p in ("reverie", *BASELINES)}
+    over = {"bench.cache_dir": cache_dir, **parse_assignments(list(sets), what="--set")}
+    return {p: load_config(resolve_preset(p)[1], overrides=over) for p in ("reverie", *BASELINES)}
 
 
 def load_dev(label: str, args, embedder, log) -> dict[str, Any]:
@@ -110,7 +126,7 @@ def load_dev(label: str, args, embedder, log) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     ds = _load(label, args.data)
-    cfgs = _presets(args.cache_dir)
+    cfgs = _presets(args.cache_dir, args.set)
     reps = {p: replay_cached(ds, c, embedder=embedder if c.recall.use_dense else None,
                              progress=not args.quiet) for p, c in cfgs.items()}
     t_replay = time.perf_counter() - t0
@@ -145,14 +161,16 @@ def tuned_methods(label: str, dev: dict[str, Any], args, embedder, log) -> dict[
     if args.trials > 0:
         t1 = time.perf_counter()
         out_dir = Path(args.out_dir) / "sweeps"
-        name, rel, opts = DATASETS[label]
-        res = memlab.sweep(dataset=name, path=str(args.data / rel) if rel else None,
-                           options={k: (str(args.data / v) if k.endswith("_path") else v)
-                                            for k, v in opts.items()},
+        name, path, opts = _source(label, args.data)
+        from memlab.config import parse_assignments
+
+        res = memlab.sweep(dataset=name, path=path, options=opts,
                            space="reverie_score", preset="reverie", objective=args.metric,
                            trials=args.trials, sampler="tpe", folds=k, seed=args.seed,
-                           overrides={"bench.cache_dir": args.cache_dir}, out_dir=out_dir,
-                           study=f"quality-{label}-{args.metric}-t{args.trials}-k{k}",
+                           overrides={"bench.cache_dir": args.cache_dir,
+                                      **parse_assignments(args.set, what="--set")},
+                           out_dir=out_dir,
+                           study=f"quality-{Path(label).name}-{args.metric}-t{args.trials}-k{k}",
                            progress=not args.quiet, embedder=embedder)
         held = []
         for f, info in zip(folds, res.folds["per_fold"]):
@@ -252,7 +270,7 @@ def transfer(src_yaml: Path, labels: list[str], args, embedder) -> dict[str, Any
     out = {}
     for label in labels:
         ds = _load(label, args.data)
-        cfgs = _presets(args.cache_dir)
+        cfgs = _presets(args.cache_dir, args.set)
         rep = replay_cached(ds, cfgs["reverie"], embedder=embedder, progress=not args.quiet)
         frames = {"reverie": per_query(rep, cfgs["reverie"]), "tuned": per_query(rep, tuned)}
         for b in BASELINES:
@@ -276,7 +294,7 @@ def joint(labels: list[str], args, embedder, log) -> dict[str, Any]:
     from memlab.tune.space import resolve_space
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    cfg = _presets(args.cache_dir)["reverie"]
+    cfg = _presets(args.cache_dir, args.set)["reverie"]
     reps = {label: replay_cached(_load(label, args.data), cfg, embedder=embedder,
                                  progress=not args.quiet) for label in labels}
     space = resolve_space("reverie_score")
@@ -454,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="config overrides of the replay the learned methods read (their "
                          "candidates and columns), e.g. recall.session_context=true; the "
                          "presets' rows are unchanged")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="config overrides of every compared preset and the embedder (e.g. "
+                         "embedding.backend=hashing for a quick check of the script)")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     if args.report:
@@ -465,11 +486,14 @@ def main(argv: list[str] | None = None) -> int:
     from memlab.tune.heldout import Dev
 
     labels = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    unknown = [d for d in labels if d not in DATASETS]
+    unknown = [d for d in labels if d not in DATASETS and not Path(d).is_dir()]
     if unknown:
-        ap.error(f"unknown datasets {unknown}; known: {', '.join(DATASETS)}")
+        ap.error(f"unknown datasets {unknown}; known: {', '.join(DATASETS)}, or a canonical "
+                 "dataset folder")
+    from memlab.config import parse_assignments
+
     started = time.perf_counter()
-    embedder = make_embedder(MemlabConfig())
+    embedder = make_embedder(MemlabConfig().replace(**parse_assignments(args.set, what="--set")))
     res: dict[str, Any] = {"metric": args.metric, "datasets": {},
                            "command": " ".join(["python", "benchmarks/quality.py",
                                                 *(argv if argv is not None else sys.argv[1:])]),
