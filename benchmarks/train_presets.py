@@ -222,6 +222,26 @@ def abstention_compare(reps: dict, frame: pd.DataFrame, cfg, log) -> dict:
             "zscore": zt.round(4).to_dict(orient="index")}
 
 
+def _portable_arg(arg: str) -> str:
+    """``arg`` with an absolute path made relative to the repository, or reduced to ``.../name``
+    outside it: what a shipped file records says nothing about the machine that made it."""
+    head, eq, tail = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+    if not tail.startswith("/"):
+        return arg
+    p = Path(tail)
+    try:
+        short = str(p.resolve().relative_to(ROOT))
+    except ValueError:
+        short = ".../" + p.name
+    return f"{head}{eq}{short}"
+
+
+def recorded_command(argv: list[str]) -> str:
+    """The command line recorded in the files this script writes (paths made portable)."""
+    return "python benchmarks/train_presets.py " + " ".join(
+        shlex.quote(_portable_arg(a)) for a in argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="lifelog,locomo,madial-zh,madial-en,lme-oracle",
@@ -252,8 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, flush=True)
 
-    command = "python benchmarks/train_presets.py " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = recorded_command(argv if argv is not None else sys.argv[1:])
     t0 = time.perf_counter()
     learned_cfg, plus_cfg = _configs(args.cache_dir)
     embedder = make_embedder(learned_cfg)

@@ -138,3 +138,16 @@ def test_bench_compare_runs_both_presets_by_name(tmp_path):
         assert 0.0 <= m["ndcg@10"] <= 1.0 and not np.isnan(m["ndcg@10"])
     assert report["config"]["learned"]["fusion.learned_model"] == "memlab:learned.skops"
     assert report["config"]["reverie_plus"]["fusion.scorer"] == "reverie_plus"
+
+
+def test_the_recorded_command_names_no_path_of_this_machine():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import train_presets as T
+
+    root = T.ROOT
+    got = T.recorded_command(["--data", "/somewhere/else/datasets", "--json=/tmp/x/fig.json",
+                              "--out-dir", str(root / "memlab" / "data" / "models"),
+                              "--datasets", "lifelog,locomo"])
+    assert got == ("python benchmarks/train_presets.py --data .../datasets --json=.../fig.json "
+                   "--out-dir memlab/data/models --datasets lifelog,locomo")
+    assert str(root) not in got and "/somewhere" not in got
