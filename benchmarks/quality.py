@@ -13,7 +13,9 @@ Per dataset the replays come from the feature cache (each preset replayed once, 
 * references ``cosine``, ``bm25``, ``hybrid_rrf``: the presets as shipped (nothing is learned:
   every question counts); ``reverie``: the spec's defaults;
 * k-fold by conversation (``memlab.tune.folds``, seeded; never a study's tuned folds): ``optuna``
-  (``--trials`` > 0: a TPE study over ``experiments/sweeps/reverie_score.yaml`` per fold),
+  (``--trials`` > 0: a TPE study over ``experiments/sweeps/reverie_score.yaml`` per fold; the
+  configuration tuned on all of a dataset is written to ``--tuned-dir``, by default the shipped
+  presets ``experiments/configs/tuned/<label>.yaml``: pass a folder of your own to keep them),
   ``linear`` (reverie's weights by pairwise logistic regression, ``memlab.tune.crossfit``), and
   the learned models of ``memlab.tune.heldout``: ``reverie_plus`` (the spec's formula with issue
   21's additive terms, weights fitted on every dataset's training folds together: the preset
@@ -180,10 +182,10 @@ def tuned_methods(label: str, dev: dict[str, Any], args, embedder, log) -> dict[
                         .reindex(f.test))
         frames["optuna"] = pd.concat(held).reindex(base.index)
         ds = dev["ds"]
-        tuned_dir = ROOT / "experiments" / "configs" / "tuned"
+        tuned_dir = Path(args.tuned_dir)
         tuned_dir.mkdir(parents=True, exist_ok=True)
         _write_tuned(res.best_config.replace(**{"bench.cache_dir": ".cache/memlab"}),
-                     tuned_dir / f"{label}.yaml",
+                     tuned_dir / f"{Path(label).name}.yaml",
                      f"reverie tuned on all of {ds.card.name} {ds.card.version} ({len(base)} "
                      f"questions), {args.trials} TPE trials over "
                      f"experiments/sweeps/reverie_score.yaml, objective {args.metric}; its "
@@ -466,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transfer", default=None, help="a dataset label: its tuned YAML on the others")
     ap.add_argument("--joint", action="store_true")
     ap.add_argument("--out-dir", default="results")
+    ap.add_argument("--tuned-dir", default=str(ROOT / "experiments" / "configs" / "tuned"),
+                    help="where --trials writes each dataset's tuned preset (default: the "
+                         "shipped presets tuned/<label>, which the README's figures name)")
     ap.add_argument("--json", type=Path, default=Path("results/quality.json"))
     ap.add_argument("--report", type=Path, default=None, help="reprint a JSON written before")
     ap.add_argument("--learned-set", action="append", default=[], metavar="KEY=VALUE",

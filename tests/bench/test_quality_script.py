@@ -53,6 +53,7 @@ def run(tmp_path_factory):
     rc = q.main(["--datasets", f"{zh},{en}", "--set", "embedding.backend=hashing",
                  "--cache-dir", str(tmp / "cache"), "--folds", "2", "--trials", "2",
                  "--no-hgb", "--resamples", "200", "--out-dir", str(tmp / "results"),
+                 "--tuned-dir", str(tmp / "tuned"),
                  "--json", str(out), "-q"])
     return q, rc, json.loads(out.read_text("utf-8")), out, (str(zh), str(en))
 
@@ -60,6 +61,9 @@ def run(tmp_path_factory):
 def test_every_row_is_held_out_and_reported(run):
     _, rc, res, _, labels = run
     assert rc == 0 and set(res["datasets"]) == set(labels)
+    # each dataset's tuned preset is written where --tuned-dir says, named by the folder
+    assert sorted(p.name for p in (Path(labels[0]).parent / "tuned").iterdir()) == \
+        ["life-en.yaml", "life-zh.yaml"]
     for label in labels:
         entry = res["datasets"][label]
         assert entry["folds"] == 2 and entry["conversations"] == 2
