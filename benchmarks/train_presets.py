@@ -52,7 +52,9 @@ from quality import DATASETS, _load  # noqa: E402
 
 MODELS = ROOT / "memlab" / "data" / "models"
 #: the base of the reverie_plus fit: reverie's defaults, the plus scorer, its signals computed
-PLUS_BASE = {"fusion.scorer": "reverie_plus", "recall.session_context": True}
+#: and BM25 over the whole question, as the learned preset and hybrid_rrf read it
+PLUS_BASE = {"fusion.scorer": "reverie_plus", "recall.session_context": True,
+             "recall.query_term_cap": 4000}
 
 
 def _configs(cache_dir: str):
@@ -135,7 +137,8 @@ def plus_yaml_text(fit, records: list[dict], command: str) -> str:
         "additive terms (memlab.recall.plus: z-scored dense and BM25, the neighbours' and the",
         "session's evidence, the date window, the speaker named, the neighbours crossed with",
         "multi/how-many questions). Weights fitted by pairwise logistic regression (memlab fit's",
-        f"linear model) on every question of: {sets}; together.",
+        f"linear model) on every question of: {sets}; together. BM25 reads the whole",
+        "question (query_term_cap 4000, as the learned preset and hybrid_rrf do).",
         f"Made by: {command}",
         f"git commit {_git_commit()}. Fitted on these questions: its scores on them are not held",
         "out (benchmarks/train_presets.py --folds K prints held-out ones).",
