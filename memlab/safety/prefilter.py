@@ -38,6 +38,7 @@ _MAX_SET = 64      # an exact set larger than this stops being multiplied
 _MAX_CLASS = 8     # a character class of more characters is no literal
 _MIN_ASCII = 4     # the shortest substring _cover picks: ASCII, other (CJK)
 _MIN_OTHER = 2
+_MAX_SUB = 16      # ... and the longest (a longer one is no more use, and costs time to find)
 _REPEATS = (K.MAX_REPEAT, K.MIN_REPEAT, K.POSSESSIVE_REPEAT)
 _EXACT, _REQUIRED = 0, 1
 _Info = tuple[int, frozenset[str]] | None   # None: unknown (no string is required)
@@ -115,21 +116,18 @@ def _node(op, av) -> _Info:
 
 
 def _cover(strings: frozenset[str]) -> frozenset[str]:
-    """A few substrings such that each of ``strings`` contains one: greedily the substring (at
-    least ``_MIN_ASCII`` ASCII or ``_MIN_OTHER`` other characters) held by most of the strings
-    not yet covered, the longest of those; a string with no such substring stands for itself."""
+    """A few substrings such that each of ``strings`` contains one, greedily: of the shortest
+    string not yet covered, the substring (at least ``_MIN_ASCII`` ASCII or ``_MIN_OTHER`` other
+    characters, at most ``_MAX_SUB``) held by most of the strings not yet covered, the longest of
+    those; a string with no such substring stands for itself."""
     left, out = set(strings), set()
     while left:
-        counts: dict[str, int] = {}
-        for s in left:
-            subs = {s[i:j] for i in range(len(s)) for j in range(i + 1, len(s) + 1)}
-            for sub in subs:
-                if len(sub) >= (_MIN_ASCII if sub.isascii() else _MIN_OTHER):
-                    counts[sub] = counts.get(sub, 0) + 1
-        if not counts:
-            out |= left
-            break
-        pick = max(counts, key=lambda sub: (counts[sub], len(sub), sub))
+        first = min(left, key=lambda s: (len(s), s))
+        subs = {first[i:j] for i in range(len(first))
+                for j in range(i + _MIN_OTHER, min(len(first), i + _MAX_SUB) + 1)
+                if j - i >= _MIN_ASCII or not first[i:j].isascii()}
+        pick = max(subs, key=lambda sub: (sum(sub in s for s in left), len(sub), sub),
+                   default=first)
         out.add(pick)
         left = {s for s in left if pick not in s}
     return frozenset(out)
