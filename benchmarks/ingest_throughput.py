@@ -20,6 +20,16 @@ about N memories), wall seconds, peak RSS of the process, and a checksum of what
 postings, term and owner statistics, entity links, vector rows): variants of one size must store the
 same contents, the new code as the old (``same`` column). Not a test: timings depend on the load.
 Prints a table and writes JSON (``--json``, default ``results/ingest_throughput.json``).
+
+``--breakdown`` (this checkout's variants only): where the last tenth's time goes, in µs per
+record: each SQL statement (by table; ``COMMIT`` holds the WAL checkpoints), the hijack screen,
+the rest of the items' validation, the text features (terms, entities), the store's second check
+of each record, building the rows, the dense index sync, and what is left (``add_many``'s own
+time: Python glue). Timed by
+wrapping those functions and the cursor's ``execute``/``executemany`` in the worker process (a
+wrapper costs well under a microsecond per call); the row building runs inside the records
+``executemany`` and is taken out of it (each part's own time: wrapped calls inside it are
+counted where they belong).
 """
 
 from __future__ import annotations
@@ -68,7 +78,74 @@ def checksum(conn) -> str:
     return h.hexdigest()[:16]
 
 
-def worker(n: int, batch: int, trusted: bool, tmp: str) -> dict:
+class Breakdown:
+    """Wall time of the write path's parts (see the module docstring), while ``on``."""
+
+    #: (label, module, class or None, function) wrapped in place
+    WRAPPED = (("hijack screen", "memlab.write.records", None, "screen_write"),
+               ("validate items (rest)", "memlab.write.pipeline", "WritePipeline", "prepare"),
+               ("terms", "memlab.write.pipeline", None, "memory_terms"),
+               ("entities", "memlab.write.pipeline", None, "extract_entities"),
+               ("store: check records", "memlab.store.repository", None, "validate_record"),
+               ("store: build rows", "memlab.store.repository", None, "to_row"),
+               ("dense index sync", "memlab.store.facade", "Store", "_applied"),
+               ("add_many (all)", "memlab.api", "MemoryStore", "add_many"))
+
+    def __init__(self) -> None:
+        import importlib
+        import re
+
+        self.on = False
+        self.acc: dict[str, float] = {}
+        self.inner: list[float] = []
+        connect = importlib.import_module("memlab.store.connect")
+        cursor = connect._classes(connect.driver())[1]
+        table = re.compile(r"(?:INTO|UPDATE|FROM)\s+(\w+)", re.I)
+
+        def sql_label(_cursor, sql: str, *_args) -> str:
+            words = sql.split()
+            if words[0].upper() in ("COMMIT", "BEGIN", "SAVEPOINT", "RELEASE"):
+                return "sql: " + words[0].upper()
+            m = table.search(sql)
+            return f"sql: {words[0].upper()} {m.group(1) if m else '?'}"
+
+        for name in ("execute", "executemany"):
+            self._wrap(cursor, name, sql_label)
+        for label, module, cls, fn in self.WRAPPED:
+            owner = importlib.import_module(module)
+            self._wrap(owner if cls is None else getattr(owner, cls), fn,
+                       lambda *_a, _l=label, **_k: _l)
+
+    def _wrap(self, owner, name: str, label_of) -> None:
+        orig = getattr(owner, name)
+        acc, inner = self.acc, self.inner
+
+        def timed(*args, **kw):
+            if not self.on:
+                return orig(*args, **kw)
+            inner.append(0.0)            # the time of the wrapped calls made inside this one
+            t = time.perf_counter()
+            try:
+                return orig(*args, **kw)
+            finally:
+                spent = time.perf_counter() - t
+                key = label_of(*args)
+                acc[key] = acc.get(key, 0.0) + spent - inner.pop()   # its own time only
+                if inner:
+                    inner[-1] += spent
+        setattr(owner, name, timed)
+
+    def per_record(self, n: int) -> dict[str, float]:
+        """µs per record of each part (its own time: the wrapped calls inside it taken out);
+        ``other (Python glue)``: add_many's own time."""
+        out = {k: round(v / n * 1e6, 1) for k, v in sorted(self.acc.items(), key=lambda kv: -kv[1])
+               if k != "add_many (all)"}
+        out["other (Python glue)"] = round(self.acc.get("add_many (all)", 0.0) / n * 1e6, 1)
+        out["total"] = round(sum(self.acc.values()) / n * 1e6, 1)
+        return out
+
+
+def worker(n: int, batch: int, trusted: bool, tmp: str, breakdown: bool = False) -> dict:
     """One variant in this process: fill a fresh store with n items, return the figures."""
     sys.path.insert(0, str(HERE))
     import recall_latency as rl   # the corpus, its vectors and the lookup embedder
@@ -92,6 +169,7 @@ def worker(n: int, batch: int, trusted: bool, tmp: str) -> dict:
         warm.add_many([dict(it, id=f"w{i}") for i, it in enumerate(items[:20])],
                       vectors=mat[:20])
     store = open_store(path, config=cfg, embedder=emb, clock=FixedClock(rl.NOW))
+    parts = Breakdown() if breakdown else None
     starts = list(range(0, n, batch))
     # the last tenth: from the first batch starting there (the last batch when none does)
     tail_lo = next((lo for lo in starts if lo >= n - n // 10), starts[-1])
@@ -99,8 +177,12 @@ def worker(n: int, batch: int, trusted: bool, tmp: str) -> dict:
     for lo in starts:
         if lo == tail_lo:
             t_tail, tail_n = time.perf_counter(), n - lo
+            if parts is not None:
+                parts.on = True
         store.add_many(items[lo:lo + batch], vectors=mat[lo:lo + batch])
     end = time.perf_counter()
+    if parts is not None:
+        parts.on = False
     count = len(store)
     store.close()
     from memlab.store.connect import connect
@@ -111,7 +193,8 @@ def worker(n: int, batch: int, trusted: bool, tmp: str) -> dict:
             "records_per_s": round(n / (end - t0), 1),
             "last_tenth_records_per_s": round(tail_n / (end - t_tail), 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "checksum": digest}
+            "checksum": digest,
+            **({"breakdown_us": parts.per_record(tail_n)} if parts is not None else {})}
 
 
 def baseline_tree(ref: str, into: str) -> str:
@@ -124,10 +207,12 @@ def baseline_tree(ref: str, into: str) -> str:
     return out
 
 
-def run_variant(code_dir: str, n: int, batch: int, trusted: bool) -> dict:
+def run_variant(code_dir: str, n: int, batch: int, trusted: bool, breakdown: bool = False
+                ) -> dict:
     with tempfile.TemporaryDirectory(prefix="ingest-") as tmp:
         env = dict(os.environ, PYTHONPATH=code_dir)
-        cmd = [sys.executable, __file__, "--worker", str(n), str(batch), str(int(trusted)), tmp]
+        cmd = [sys.executable, __file__, "--worker", str(n), str(batch), str(int(trusted)), tmp,
+               str(int(breakdown))]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"variant failed ({code_dir}, n={n}, batch={batch}):\n"
@@ -149,7 +234,7 @@ def parse_variants(text: str) -> list[tuple[str, int, bool]]:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         n, batch, trusted, tmp = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
-        print(json.dumps(worker(n, batch, trusted, tmp)))
+        print(json.dumps(worker(n, batch, trusted, tmp, breakdown=sys.argv[6] == "1")))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10000,100000", help="memories per fill (10000,100000)")
@@ -157,6 +242,8 @@ def main() -> None:
                     help="CODE:BATCH[:trusted], comma-separated")
     ap.add_argument("--baseline-ref", default="main", help="git ref of the old code (main)")
     ap.add_argument("--json", type=Path, default=ROOT / "results" / "ingest_throughput.json")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="time the write path's parts over the last tenth (this checkout only)")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     variants = parse_variants(a.variants)
@@ -172,7 +259,8 @@ def main() -> None:
                 if batch > n or n % batch:
                     continue
                 load = os.getloadavg()[0]
-                got = run_variant(old_dir if code == "old" else str(ROOT), n, batch, trusted)
+                got = run_variant(old_dir if code == "old" else str(ROOT), n, batch, trusted,
+                                  breakdown=a.breakdown and code == "new")
                 row = {"memories": n, "code": code, "batch": batch, "trusted": trusted, **got,
                        "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
                 rows.append(row)
@@ -198,6 +286,12 @@ def main() -> None:
               f"{r['last_tenth_records_per_s']:>15,.0f} {r['x_old'] or '-':>6} "
               f"{r['seconds']:>7} {r['peak_rss_mb']:>7} {str(r['same_contents']):>5} "
               f"{r['load_after']:>5}")
+    for r in rows:
+        if "breakdown_us" in r:
+            print(f"\n{r['memories']:,} memories, new, batch {r['batch']}, screen "
+                  f"{'off' if r['trusted'] else 'on'}: µs per record over the last tenth")
+            for k, v in r["breakdown_us"].items():
+                print(f"  {v:8.1f}  {k}")
     out = {"rows": rows, "baseline_ref": a.baseline_ref, "baseline_commit": commit,
            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                        "processor": platform.processor(), "python": platform.python_version()},

@@ -235,6 +235,16 @@ class StoreConfig(_Section):
         "Reliability).", stage="runtime", ge=0, le=1_000_000)
     journal_mode: Literal["wal", "delete"] = _f("wal", "SQLite journal mode (WAL lets readers "
                                                 "read while one process writes).", stage="runtime")
+    wal_autocheckpoint_pages: int = _f(
+        10_000, "WAL pages after which a commit copies the WAL into the database file (SQLite's "
+        "PRAGMA wal_autocheckpoint; its default is 1000). A bulk add of 1,000 memories writes "
+        "more than 1,000 pages, so SQLite's default checkpoints at every batch; 10,000 (about "
+        "40 MB of WAL) checkpoints every few batches, each page of the indexes copied once for "
+        "several batches (benchmarks/README.md, ingest). Atomicity and crash consistency are "
+        "those of WAL mode at any value; with synchronous normal, commits not yet checkpointed "
+        "rest on the OS writing the WAL back (lost only on power failure, as before). memlab's "
+        "choice.",
+        stage="runtime", ge=100, le=10_000_000)
 
 
 class RecallConfig(_Section):

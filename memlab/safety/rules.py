@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from memlab.config import SafetyConfig, parse_patterns
 from memlab.safety.canonical import despace, invisible, normalize_spelled
 from memlab.safety.decode import decoded_spans
+from memlab.safety.prefilter import may_match, needed
 from memlab.safety.views import deleet, letters, words_of
 
 __all__ = ["Rule", "Hit", "Verdict", "rules_of", "find_hijack", "guard_user_message", "excerpt"]
@@ -66,6 +67,8 @@ class Rule:
     regex: re.Pattern[str]
     despaced: re.Pattern[str] | None   # None: not matched on the despaced text
     lines: bool                        # anchored on line starts: matched with the line breaks
+    needs: tuple[str, ...] | None = None            # a match holds one (prefilter.needed)
+    despaced_needs: tuple[str, ...] | None = None   # the same for the despaced pattern
 
 
 @dataclass(frozen=True)
@@ -112,11 +115,16 @@ def _despaced(pattern: str) -> re.Pattern[str] | None:
     return re.compile(flat.replace(" ", "").replace(r"\b", ""))
 
 
+def _rule(name: str, pattern: str) -> Rule:
+    flat = _despaced(pattern)
+    return Rule(name, pattern, re.compile(pattern), flat,
+                "^" in pattern or "\\n" in pattern or "\n" in pattern, needed(pattern),
+                None if flat is None else needed(flat.pattern))
+
+
 @functools.lru_cache(maxsize=16)
 def _compile(entries: tuple[str, ...]) -> tuple[Rule, ...]:
-    return tuple(Rule(name, pattern, re.compile(pattern), _despaced(pattern),
-                      "^" in pattern or "\\n" in pattern or "\n" in pattern)
-                 for name, pattern in parse_patterns(entries))
+    return tuple(_rule(name, pattern) for name, pattern in parse_patterns(entries))
 
 
 @functools.lru_cache(maxsize=16)
@@ -165,6 +173,12 @@ def _match(rules: tuple[Rule, ...], norm: str, c: _Compiled, view: str, reach: i
     one_line = norm.replace("\n", " ")
     for r in rules:
         target = norm if r.lines else one_line
+        if r.needs is not None:   # the prefilter: no string a match needs, no search
+            for s in r.needs:
+                if s in target:
+                    break
+            else:
+                continue
         m = r.regex.search(target)
         if m is None:
             continue
@@ -180,7 +194,9 @@ def _match(rules: tuple[Rule, ...], norm: str, c: _Compiled, view: str, reach: i
 def _match_despaced(rules: tuple[Rule, ...], norm: str, view: str) -> Hit | None:
     flat = despace(norm)
     for r in rules:
-        m = r.despaced.search(flat) if r.despaced is not None else None
+        if r.despaced is None or not may_match(r.despaced_needs, flat):
+            continue
+        m = r.despaced.search(flat)
         if m:
             return Hit(r.name, r.pattern, m.start(), m.end(), True, flat, view)
     return None
@@ -203,7 +219,7 @@ def _screen(text: str, cfg: SafetyConfig, c: _Compiled, depth: int) -> Hit | Non
     if c.pinyin:
         flat = letters(norm)
         for r in c.pinyin if flat else ():
-            m = r.regex.search(flat)
+            m = r.regex.search(flat) if may_match(r.needs, flat) else None
             if m:
                 return Hit(r.name, r.pattern, m.start(), m.end(), True, flat, "pinyin")
     if cfg.decode_base64 and depth < cfg.base64_max_depth:

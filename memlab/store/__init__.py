@@ -40,12 +40,14 @@ from .vectors import (VectorCache, VectorMeta, load_meta, quantize_int8, quarter
 
 def open_store(path: str | Path, *, config: MemlabConfig | None = None,
                quick_check: bool | None = None) -> tuple[Connection, Repository]:
-    """Connect (``store.busy_timeout_ms``, ``store.journal_mode``, ``store.quick_check`` unless
+    """Connect (``store.busy_timeout_ms``, ``store.journal_mode``,
+    ``store.wal_autocheckpoint_pages``, ``store.quick_check`` unless
     ``quick_check`` is given), migrate, and return ``(connection, Repository)``."""
     config = config if config is not None else MemlabConfig()
     quick_check = config.store.quick_check if quick_check is None else quick_check
     conn = connect(path, busy_timeout_ms=config.store.busy_timeout_ms,
                    journal_mode=config.store.journal_mode, quick_check=quick_check,
+                   wal_autocheckpoint=config.store.wal_autocheckpoint_pages,
                    preflight=check_openable)
     try:
         migrate(conn)

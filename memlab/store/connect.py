@@ -271,7 +271,7 @@ def _set_journal_mode(conn: Connection, name: str, journal_mode: str, busy_timeo
 
 def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal",
             quick_check: bool = False, cache_size_kib: int = 65_536, synchronous: str = "normal",
-            load_vec: bool = True, read_only: bool = False,
+            wal_autocheckpoint: int = 1000, load_vec: bool = True, read_only: bool = False,
             preflight: Callable[[Any], None] | None = None) -> Connection:
     """Open (creating if absent) a memlab SQLite database and return its connection.
 
@@ -291,6 +291,10 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
             more than SQLite's 2 MiB default.
         synchronous: ``"normal"`` (WAL: atomic and consistent after a crash; the last commits can
             be lost on power failure) or ``"full"``.
+        wal_autocheckpoint: WAL pages after which a commit checkpoints (``PRAGMA
+            wal_autocheckpoint``; SQLite's default 1000): how often the WAL is copied into the
+            database file, not whether a commit is atomic or durable (that is the journal mode's
+            and ``synchronous``'s).
         load_vec: load the sqlite-vec extension (needed for the vector cache).
         read_only: open with SQLite's ``mode=ro`` (an existing file only; the journal mode is left
             as it is): nothing can be written through this connection (``memlab store check``).
@@ -352,6 +356,7 @@ def connect(path: str | Path, *, busy_timeout_ms: int, journal_mode: str = "wal"
         if not memory and not read_only:
             _set_journal_mode(conn, name, journal_mode, busy_timeout_ms)
             conn.execute(f"PRAGMA synchronous = {synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {int(wal_autocheckpoint)}")
     except BaseException:
         conn.close()
         raise

@@ -212,6 +212,7 @@ class Store:
         conn = connect(path, busy_timeout_ms=cfg.store.busy_timeout_ms,
                        journal_mode=cfg.store.journal_mode,
                        quick_check=cfg.store.quick_check if quick_check is None else quick_check,
+                       wal_autocheckpoint=cfg.store.wal_autocheckpoint_pages,
                        preflight=check_openable)
         try:
             migrate(conn)

@@ -30,6 +30,31 @@ def test_file_store_pragmas(file_store):
     assert conn.isolation_level is None
 
 
+@pytest.mark.parametrize("pages,checkpointed", [(1000, True), (100_000, False)])
+def test_wal_autocheckpoint_pages_sets_when_the_wal_is_copied_into_the_file(
+        tmp_path, pages, checkpointed):
+    # one commit of 3,000 pages of 4 KiB: past 1,000 pages it is copied into the database file
+    # at the commit (SQLite's default); under 100,000 it stays in the WAL, the file unchanged
+    cfg = MemlabConfig().replace(**{"store.wal_autocheckpoint_pages": pages})
+    path = tmp_path / "s.sqlite"
+    conn, _ = open_store(path, config=cfg, quick_check=False)
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == pages
+    before = path.stat().st_size
+    with transaction(conn):
+        conn.execute("CREATE TABLE big (b BLOB)")
+        conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                     "WHERE i < 3000) INSERT INTO big SELECT zeroblob(4000) FROM n")
+    grown = path.stat().st_size - before
+    assert (grown > 3000 * 4000) is checkpointed, grown
+    assert conn.execute("SELECT count(*) FROM big").fetchone()[0] == 3000
+    conn.close()
+
+
+def test_wal_autocheckpoint_pages_is_validated():
+    with pytest.raises(Exception, match="wal_autocheckpoint_pages"):
+        MemlabConfig().replace(**{"store.wal_autocheckpoint_pages": 0})
+
+
 def _corrupt_cases(tmp_path):
     good = tmp_path / "good.sqlite"
     conn, repo = open_store(good, quick_check=False)
