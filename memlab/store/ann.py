@@ -28,16 +28,21 @@ Persisted (``store.persist_index``, a store file): the graph is saved beside the
 state in ``<store>.idx/`` (``ann-<model>.json`` naming ``ann-<model>-<token>/graph.usearch``,
 written by usearch and replaced atomically as the other indexes are, :mod:`memlab.store.persist`)
 and, when the graph must be built, the saved one is tried first through the :class:`Keeper` that
-:func:`memlab.store.indexio.GraphFile` implements. It is used only when its key matches the
+:class:`memlab.store.indexio.GraphFile` implements. It is used only when its key matches the
 ExactIndex it would mirror (the vector table's schema, generation, model, dimension, element
 types, the exact rows' dtype, the row count) and the graph's own parameters (ndim, metric ip,
 ``ann_scalar``, ``ann_connectivity``, ``ann_expansion_add``), when the file has the size and
 (``store.index_checksum``) the CRC-32 its manifest records, when usearch reads it (its own load
 errors caught by type) and when ``store.index_probe`` rows evenly spaced over the ExactIndex are in
-the graph with the same vectors (within the scalar's rounding). Otherwise the graph is rebuilt,
-logged and counted (``stats["persisted index rebuilt: <why>"]``, as the other indexes) and saved
-again right after the rebuild. A graph changed by writes since it was loaded or saved is saved at
-``Store.close()``.
+the graph with the same vectors (within the scalar's rounding). A graph keyed to an *earlier*
+generation of the same table, with the same parameters (another process wrote and did not save
+the graph), is mapped and brought up to date instead of rebuilt (:meth:`AnnIndex.catch_up`:
+every held vector compared with the ExactIndex's, rows gone removed, new and moved rows added;
+``stats["ann_catch_up"]``; seconds where a rebuild takes minutes). Otherwise (a graph ahead of
+the store, other parameters, a damaged file, a failed probe) the graph is rebuilt, logged and
+counted (``stats["persisted index rebuilt: <why>"]``, as the other indexes) and saved again
+right after the rebuild. A graph changed since it was loaded or saved (writes, a catch-up) is
+saved at ``Store.close()``.
 
 A saved graph is memory-mapped (usearch ``view``: the open costs milliseconds, pages are read as
 searches touch them and shared with other processes that map the same file). A viewed graph is
@@ -63,6 +68,9 @@ from .exact import ExactIndex
 log = logging.getLogger("memlab")
 EXTRA = "ann"
 _BUILD_BATCH = 50_000   # rows converted to float32 at a time when the graph is (re)built
+#: how far a vector read back from the graph may be from the ExactIndex's: the rounding of the
+#: graph's scalar (``ann_scalar``) on unit vectors; beyond it the row changed
+SCALAR_TOL = {"f32": 1e-6, "f16": 1e-3, "i8": 2.0 / 127}
 
 
 def load_usearch() -> Any:
@@ -78,9 +86,10 @@ def load_usearch() -> Any:
 class Keeper(Protocol):
     """Where a graph is saved beside the store (:class:`memlab.store.indexio.GraphFile`)."""
 
-    def restore(self, ann: "AnnIndex", exact: ExactIndex) -> Any | None:
-        """The saved graph (a usearch Index, viewed) when it mirrors ``exact`` and its checks
-        pass, else None (why: logged and counted)."""
+    def restore(self, ann: "AnnIndex", exact: ExactIndex) -> bool:
+        """Give ``ann`` the saved graph (:meth:`AnnIndex.adopt`, or :meth:`AnnIndex.catch_up`
+        for a graph of an earlier state of the same rows) when its checks pass; whether it did
+        (why not: logged and counted)."""
 
     def save(self, ann: "AnnIndex", exact: ExactIndex) -> bool:
         """Save ``ann``'s graph (in step with ``exact``); False when not saved."""
@@ -141,12 +150,8 @@ class AnnIndex:
         one, else a graph rebuilt from ``exact``'s rows (then saved by the keeper)."""
         if self.in_step(exact):
             return
-        if self.keeper is not None and self.trust_saved:
-            graph = self.keeper.restore(self, exact)
-            if graph is not None:
-                self.adopt(graph, exact, viewed=True)
-                self.saved = self.generation
-                return
+        if self.keeper is not None and self.trust_saved and self.keeper.restore(self, exact):
+            return
         self.build(exact)
         if self.keeper is not None and self.keeper.save(self, exact):
             self.saved = self.generation
@@ -174,6 +179,37 @@ class AnnIndex:
         graph.expansion_search = self.expansion_search    # a saved graph does not keep it
         self._graph, self.viewed = graph, viewed
         self._source, self.generation = exact, exact.generation
+
+    def catch_up(self, graph: Any, exact: ExactIndex) -> tuple[int, int, int]:
+        """Adopt ``graph`` (viewed), a graph of an earlier state of ``exact``'s rows (another
+        process wrote since it was saved), and bring it up to date: rows ``exact`` no longer
+        holds removed, new rows added, rows whose vector moved beyond the scalar's rounding
+        (:data:`SCALAR_TOL`) replaced; every held vector is compared, in batches. Counted
+        (``stats["ann_catch_up"]``). Returns (rows added, removed, replaced)."""
+        self.adopt(graph, exact, viewed=True)
+        held = np.asarray(graph.keys, np.int64)
+        rows = exact.rowids()
+        gone, new = np.setdiff1d(held, rows), np.setdiff1d(rows, held)
+        common = np.intersect1d(held, rows)
+        moved = [np.zeros(0, np.int64)]
+        for lo in range(0, len(common), _BUILD_BATCH):
+            keys = common[lo:lo + _BUILD_BATCH]
+            was = np.stack(graph.get(keys, dtype=np.float32))
+            _, now = exact.vectors(keys)
+            moved.append(keys[np.abs(was - now).max(axis=1) > SCALAR_TOL[self.scalar]])
+        changed = np.concatenate(moved)
+        self.stats["ann_catch_up"] += 1
+        if len(gone) or len(changed):
+            self._writable()
+            self._graph.remove(np.concatenate([gone, changed]))
+        add = np.concatenate([new, changed])
+        if len(add):
+            self._writable()
+        for lo in range(0, len(add), _BUILD_BATCH):
+            keys = add[lo:lo + _BUILD_BATCH]
+            _, vecs = exact.vectors(keys)
+            self._graph.add(keys, vecs, threads=self.threads)
+        return len(new), len(gone), len(changed)
 
     @property
     def graph(self) -> Any:

@@ -22,7 +22,7 @@ import numpy as np
 from memlab.config import MemlabConfig
 
 from . import persist
-from .ann import AnnIndex, load_usearch
+from .ann import SCALAR_TOL, AnnIndex, load_usearch
 from .connect import Connection
 from .exact import ExactIndex
 from .memindex import _ARRAYS, MemoryIndex, _Postings, _generation
@@ -299,8 +299,6 @@ def save_exact_index(path: str, ix: ExactIndex, cache: VectorCache, stats: Count
 
 # -- the usearch graph (store.dense_index usearch) ------------------------------------------------
 GRAPH = "graph.usearch"
-#: how far a vector read back from the graph may be from the ExactIndex's (the scalar's rounding)
-_GRAPH_TOL = {"f32": 1e-6, "f16": 1e-3, "i8": 2.0 / 127}
 
 
 def graph_name(model_version: str) -> str:
@@ -330,11 +328,13 @@ def _view_graph(f: Path) -> Any:
     return graph
 
 
-def _check_graph(graph: Any, ann: AnnIndex, exact: ExactIndex, size: int) -> None:
-    """The graph's header and ``size`` probed rows agree with the key and with ``exact``."""
+def _check_graph(graph: Any, ann: AnnIndex, exact: ExactIndex, size: int, *,
+                 rows: bool = True) -> None:
+    """The graph's header (and with ``rows`` its row count) and ``size`` probed rows agree with
+    the key and with ``exact``."""
     got = (graph.ndim, graph.metric.name.lower(), graph.dtype.name.lower(), graph.connectivity,
-           len(graph))
-    want = (exact.dim, "ip", ann.scalar, ann.connectivity, len(exact))
+           len(graph) if rows else 0)
+    want = (exact.dim, "ip", ann.scalar, ann.connectivity, len(exact) if rows else 0)
     _require(got == want, f"the graph holds (ndim, metric, scalar, connectivity, rows) {got}, "
                           f"its manifest says {want}")
     pos = persist.probe_positions(len(exact), size)
@@ -344,7 +344,7 @@ def _check_graph(graph: Any, ann: AnnIndex, exact: ExactIndex, size: int) -> Non
     _require(bool(graph.contains(rowids).all()), "a probed row is not in the graph")
     held = np.stack(graph.get(rowids, dtype=np.float32))
     _, want_vecs = exact.vectors(rowids)
-    _require(bool(np.abs(held - want_vecs).max() <= _GRAPH_TOL[ann.scalar]),
+    _require(bool(np.abs(held - want_vecs).max() <= SCALAR_TOL[ann.scalar]),
              "a vector differs from the exact index's (probe)")
 
 
@@ -361,23 +361,42 @@ class GraphFile:
         self.name = graph_name(cache.model_version)
         self.opened = ""
 
-    def restore(self, ann: AnnIndex, exact: ExactIndex) -> Any | None:
+    def restore(self, ann: AnnIndex, exact: ExactIndex) -> bool:
+        """Give ``ann`` the saved graph when usable: keyed to ``exact`` as it is now (mapped
+        as saved), or to an earlier generation of the same table with the same graph parameters
+        (mapped, then brought up to date: :meth:`AnnIndex.catch_up`); whether it did."""
         s = self.config.store
+        key = graph_key(ann, exact, self.cache)
         try:
             if exact.stale or exact.generation < 0:
                 raise persist.Unusable("stale: the exact index is not loaded")
-            saved = persist.load(self.folder, self.name, graph_key(ann, exact, self.cache),
-                                 checksum=s.index_checksum)
+            saved = persist.load(self.folder, self.name,
+                                 {k: v for k, v in key.items() if k != "rows"},
+                                 checksum=s.index_checksum, allow_behind="generation")
             _require(GRAPH in saved.files, f"the manifest names no {GRAPH}")
             graph = _view_graph(saved.files[GRAPH])
-            _check_graph(graph, ann, exact, s.index_probe)
+            _require(len(graph) == saved.key.get("rows"),
+                     f"{GRAPH} holds {len(graph)} rows, its manifest says {saved.key.get('rows')}")
+            if saved.key["generation"] == key["generation"]:
+                _check_graph(graph, ann, exact, s.index_probe)
+                ann.adopt(graph, exact, viewed=True)
+                ann.saved = ann.generation
+                self.opened = "loaded"
+            else:
+                _check_graph(graph, ann, exact, 0, rows=False)
+                added, removed, moved = ann.catch_up(graph, exact)
+                _check_graph(ann.graph, ann, exact, s.index_probe)
+                ann.saved = -1      # saved again at close, keyed to this generation
+                self.opened = (f"loaded, generation {saved.key['generation']} brought up to "
+                               f"{key['generation']}: {added} rows added, {removed} removed, "
+                               f"{moved} replaced")
         except persist.Unusable as why:
+            ann.drop()
             self.opened = f"rebuilt: {why}"
             _rebuilt("ann", self.path, str(why), self.stats)
-            return None
-        self.opened = "loaded"
+            return False
         self.stats["persisted index loaded"] += 1
-        return graph
+        return True
 
     def save(self, ann: AnnIndex, exact: ExactIndex) -> bool:
         """Save ``ann``'s graph, keyed to ``exact`` (not when stale, or for a store under
