@@ -418,5 +418,6 @@ class GraphFile:
                      {"rows": len(exact)}, self.stats, {GRAPH: write})
 
 
-__all__ = ["GraphFile", "exact_from_arrays", "graph_key", "graph_name", "memory_arrays", "memory_from_arrays", "open_exact_index",
-           "open_memory_index", "save_exact_index", "save_memory_index"]
+__all__ = ["GRAPH", "GraphFile", "exact_from_arrays", "graph_key", "graph_name", "memory_arrays",
+           "memory_from_arrays", "open_exact_index", "open_memory_index", "save_exact_index",
+           "save_memory_index"]
