@@ -200,7 +200,8 @@ class StoreConfig(_Section):
         "every time; more build faster, in an order that may change the graph and so the "
         "approximate results.", stage="candidates", ge=1, le=256)
     persist_index: bool = _f(
-        True, "Save the in-process indexes (MemoryIndex, the exact dense index) as arrays in "
+        True, "Save the in-process indexes (MemoryIndex, the exact dense index; with "
+        "dense_index usearch its HNSW graph too) in "
         "<store>.idx/ beside a store file and memory-map them at the next open instead of "
         "rebuilding them from SQLite; used only when keyed to the store's change-log "
         "generation, schema and memlab's index format and when their checks pass, else rebuilt "

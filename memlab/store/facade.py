@@ -29,7 +29,8 @@ from .exact import ExactIndex
 from . import persist
 from .health import (RebuildReport, VectorState, bad_times, measure_vectors, reconcile_vectors,
                      table_exists)
-from .indexio import open_exact_index, open_memory_index, save_exact_index, save_memory_index
+from .indexio import (GraphFile, open_exact_index, open_memory_index, save_exact_index,
+                      save_memory_index)
 from .memindex import MemoryIndex
 from .migrations import check_openable, migrate
 from .recall_log import RecallEvents
@@ -76,13 +77,15 @@ class DenseView:
         if read_index != "numpy":
             return
         cfg = config if config is not None else MemlabConfig()
+        stats = stats if stats is not None else Counter()
+        keeper = None
         if path is not None and cfg.store.persist_index and persist.folder_of(path):
-            self.index, self.opened, self.saved = open_exact_index(
-                path, cache, cfg, stats if stats is not None else Counter())
+            self.index, self.opened, self.saved = open_exact_index(path, cache, cfg, stats)
+            keeper = GraphFile(path, cache, cfg, stats)
         else:
             self.index = ExactIndex.load(cache, exact_dtype=cfg.store.exact_dtype)
-        if cfg.store.dense_index == "usearch":
-            self.ann = AnnIndex.from_config(cfg, stats)
+        if cfg.store.dense_index == "usearch":    # its graph is saved beside the store too
+            self.ann = AnnIndex.from_config(cfg, stats, keeper)
 
     def search(self, query_vec: Any, k: int, *, agent_id: str, user_id: str,
                **filters: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -202,6 +205,8 @@ class Store:
                 len(ex) >= self.config.store.persist_min_memories:
             done["dense"] = save_exact_index(self.path, ex, self.vectors, self.stats)
             self._saved["dense"] = ex.generation
+        if ex is not None and self.dense.ann is not None:    # the usearch graph, when changed
+            done["ann"] = self.dense.ann.save(ex)
         return done
 
     @classmethod
@@ -295,7 +300,7 @@ class Store:
         if self.dense is not None and self.dense.index is not None:
             self.dense.index.stale = True
         if self.dense is not None and self.dense.ann is not None:
-            self.dense.ann.drop()
+            self.dense.ann.drop(distrust=True)
 
     def release(self) -> dict[str, int]:
         """Free the in-process read indexes (the MemoryIndex and the dense ExactIndex; they hold

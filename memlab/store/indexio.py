@@ -6,6 +6,7 @@ the store is a file: the saved state of :mod:`memlab.store.persist` when it is u
 rebuild from SQLite, saved for the next open. Each returns the index and what happened
 (``"loaded"``, ``"loaded, N logged changes applied"``, ``"rebuilt: <why>"``). This module reads
 and sets the indexes' private arrays: it is their serialisation, kept apart from their logic.
+:class:`GraphFile` does the same for the usearch graph of :mod:`memlab.store.ann` (its keeper).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import json
 import logging
 from collections import Counter
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
 from memlab.config import MemlabConfig
 
 from . import persist
+from .ann import SCALAR_TOL, AnnIndex, load_usearch
 from .connect import Connection
 from .exact import ExactIndex
 from .memindex import _ARRAYS, MemoryIndex, _Postings, _generation
@@ -191,9 +194,10 @@ def save_memory_index(path: str, ix: MemoryIndex, conn: Connection,
     return _save(path, MEMORY, key, lambda: memory_arrays(ix), {"memories": len(ix)}, stats)
 
 
-def _save(path: str, name: str, key: dict, arrays, meta: dict, stats: Counter[str]) -> bool:
+def _save(path: str, name: str, key: dict, arrays, meta: dict, stats: Counter[str],
+          writers: dict[str, Callable[[Path], None]] | None = None) -> bool:
     try:
-        persist.save(persist.folder_of(path), name, key, arrays(), meta)
+        persist.save(persist.folder_of(path), name, key, arrays(), meta, writers)
         return True
     except OSError as exc:    # a read-only folder, a full disk: the next open rebuilds
         stats["persisted index not saved"] += 1
@@ -293,5 +297,127 @@ def save_exact_index(path: str, ix: ExactIndex, cache: VectorCache, stats: Count
                  {"codes": ix._codes, "vectors": n}, stats)
 
 
-__all__ = ["exact_from_arrays", "memory_arrays", "memory_from_arrays", "open_exact_index",
-           "open_memory_index", "save_exact_index", "save_memory_index"]
+# -- the usearch graph (store.dense_index usearch) ------------------------------------------------
+GRAPH = "graph.usearch"
+
+
+def graph_name(model_version: str) -> str:
+    """The graph's name in the folder (beside the ExactIndex's ``exact-<hash>``)."""
+    return "ann-" + persist.model_name(model_version).removeprefix("exact-")
+
+
+def graph_key(ann: AnnIndex, exact: ExactIndex, cache: VectorCache) -> dict:
+    """What a saved graph must match: the ExactIndex it mirrors (the vector table's identity at
+    the ExactIndex's generation, its rows' dtype and count) and the graph's own parameters."""
+    return {"schema": schema_version(cache.conn), "generation": exact.generation,
+            "model_version": cache.model_version, "dim": cache.dim, "dtype": cache.dtype,
+            "int8_scale": cache.int8_scale, "exact_dtype": exact.exact_dtype, "rows": len(exact),
+            "ndim": exact.dim, "metric": "ip", "scalar": ann.scalar,
+            "connectivity": ann.connectivity, "expansion_add": ann.expansion_add}
+
+
+def _view_graph(f: Path) -> Any:
+    """The usearch graph in ``f``, memory-mapped; :class:`persist.Unusable` when usearch cannot
+    read it (its errors for a damaged file: RuntimeError, ValueError)."""
+    Index = load_usearch()
+    try:
+        graph = Index.restore(str(f), view=True)
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise persist.Unusable(f"corrupt: {f.name}: usearch: {exc}") from exc
+    _require(graph is not None, f"{f.name}: usearch finds no index in it")
+    return graph
+
+
+def _check_graph(graph: Any, ann: AnnIndex, exact: ExactIndex, size: int, *,
+                 rows: bool = True) -> None:
+    """The graph's header (and with ``rows`` its row count) and ``size`` probed rows agree with
+    the key and with ``exact``."""
+    got = (graph.ndim, graph.metric.name.lower(), graph.dtype.name.lower(), graph.connectivity,
+           len(graph) if rows else 0)
+    want = (exact.dim, "ip", ann.scalar, ann.connectivity, len(exact) if rows else 0)
+    _require(got == want, f"the graph holds (ndim, metric, scalar, connectivity, rows) {got}, "
+                          f"its manifest says {want}")
+    pos = persist.probe_positions(len(exact), size)
+    if not len(pos):
+        return
+    rowids = exact.rowids()[pos]
+    _require(bool(graph.contains(rowids).all()), "a probed row is not in the graph")
+    held = np.stack(graph.get(rowids, dtype=np.float32))
+    _, want_vecs = exact.vectors(rowids)
+    _require(bool(np.abs(held - want_vecs).max() <= SCALAR_TOL[ann.scalar]),
+             "a vector differs from the exact index's (probe)")
+
+
+class GraphFile:
+    """The keeper (:class:`memlab.store.ann.Keeper`) of an AnnIndex's graph beside the store at
+    ``path``: :meth:`restore` maps the saved graph when usable, :meth:`save` writes one (both as
+    :mod:`memlab.store.persist` does for the arrays). ``opened``: what the last restore did
+    (``"loaded"``, ``"rebuilt: <why>"``; "" before)."""
+
+    def __init__(self, path: str, cache: VectorCache, config: MemlabConfig,
+                 stats: Counter[str]) -> None:
+        self.path, self.cache, self.config, self.stats = path, cache, config, stats
+        self.folder = persist.folder_of(path)
+        self.name = graph_name(cache.model_version)
+        self.opened = ""
+
+    def restore(self, ann: AnnIndex, exact: ExactIndex) -> bool:
+        """Give ``ann`` the saved graph when usable: keyed to ``exact`` as it is now (mapped
+        as saved), or to an earlier generation of the same table with the same graph parameters
+        (mapped, then brought up to date: :meth:`AnnIndex.catch_up`); whether it did."""
+        s = self.config.store
+        key = graph_key(ann, exact, self.cache)
+        try:
+            if exact.stale or exact.generation < 0:
+                raise persist.Unusable("stale: the exact index is not loaded")
+            saved = persist.load(self.folder, self.name,
+                                 {k: v for k, v in key.items() if k != "rows"},
+                                 checksum=s.index_checksum, allow_behind="generation")
+            _require(GRAPH in saved.files, f"the manifest names no {GRAPH}")
+            graph = _view_graph(saved.files[GRAPH])
+            _require(len(graph) == saved.key.get("rows"),
+                     f"{GRAPH} holds {len(graph)} rows, its manifest says {saved.key.get('rows')}")
+            if saved.key["generation"] == key["generation"]:
+                _check_graph(graph, ann, exact, s.index_probe)
+                ann.adopt(graph, exact, viewed=True)
+                ann.saved = ann.generation
+                self.opened = "loaded"
+            else:
+                _check_graph(graph, ann, exact, 0, rows=False)
+                added, removed, moved = ann.catch_up(graph, exact)
+                _check_graph(ann.graph, ann, exact, s.index_probe)
+                ann.saved = -1      # saved again at close, keyed to this generation
+                self.opened = (f"loaded, generation {saved.key['generation']} brought up to "
+                               f"{key['generation']}: {added} rows added, {removed} removed, "
+                               f"{moved} replaced")
+        except persist.Unusable as why:
+            ann.drop()
+            self.opened = f"rebuilt: {why}"
+            _rebuilt("ann", self.path, str(why), self.stats)
+            return False
+        self.stats["persisted index loaded"] += 1
+        return True
+
+    def save(self, ann: AnnIndex, exact: ExactIndex) -> bool:
+        """Save ``ann``'s graph, keyed to ``exact`` (not when stale, or for a store under
+        ``store.persist_min_memories`` without a saved graph yet)."""
+        graph = ann.graph
+        if graph is None or exact.stale or exact.generation < 0:
+            return False
+        if len(exact) < self.config.store.persist_min_memories and \
+                not (self.folder / f"{self.name}.json").exists():
+            return False
+
+        def write(f: Path) -> None:
+            try:
+                graph.save(str(f))
+            except (RuntimeError, ValueError) as exc:   # usearch's own write errors
+                raise OSError(f"usearch could not write {f}: {exc}") from exc
+
+        return _save(self.path, self.name, graph_key(ann, exact, self.cache), dict,
+                     {"rows": len(exact)}, self.stats, {GRAPH: write})
+
+
+__all__ = ["GRAPH", "GraphFile", "exact_from_arrays", "graph_key", "graph_name", "memory_arrays",
+           "memory_from_arrays", "open_exact_index", "open_memory_index", "save_exact_index",
+           "save_memory_index"]

@@ -23,6 +23,10 @@ saved again (logged, counted in ``Store.stats``: ``"persisted index rebuilt: <wh
   as from the loaded index (a memory's id, text, owner and searchability; a vector's bytes): the
   state describes *this* store (not a file once at the same path) as it is now.
 
+A state may also hold opaque files written by a library (the usearch HNSW graph of
+:mod:`memlab.store.ann`, ``ann-<model>-<token>/graph.usearch``): the manifest records each one's
+size and CRC-32, checked like an array's before the library reads it.
+
 Arrays are mapped copy-on-write (``mmap_mode="c"``): an index changes its copy in memory, never
 the files; a later save writes a new folder. Old folders are removed after the manifest moved on
 (a process that mapped them keeps its pages: POSIX keeps an unlinked file's data while it is open).
@@ -40,7 +44,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -54,11 +58,13 @@ MEMORY = "memory"
 
 @dataclass
 class Saved:
-    """A loaded state: its arrays (memory-mapped, copy-on-write) and the manifest's ``meta``."""
+    """A loaded state: its arrays (memory-mapped, copy-on-write), the manifest's ``meta`` and
+    the paths of its opaque files (size and CRC-32 checked)."""
 
     arrays: dict[str, np.ndarray]
     meta: dict[str, Any]
     key: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
 
 
 class Unusable(Exception):
@@ -81,9 +87,19 @@ def _crc(arr: np.ndarray) -> int:
     return zlib.crc32(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
 
 
+def _file_crc(path: Path, block: int = 1 << 24) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(block):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
 def save(folder: Path, name: str, key: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
-         meta: Mapping[str, Any]) -> Path:
-    """Write one state: a new folder of ``.npy`` files, then the manifest, atomically; older
+         meta: Mapping[str, Any],
+         writers: Mapping[str, Callable[[Path], None]] | None = None) -> Path:
+    """Write one state: a new folder of ``.npy`` files (and of the opaque files ``writers``
+    write: name -> a function writing that path), then the manifest, atomically; older
     folders of ``name`` are removed. Returns the new folder."""
     folder.mkdir(exist_ok=True)
     token = f"{os.getpid()}-{uuid.uuid4().hex[:10]}"
@@ -94,8 +110,13 @@ def save(folder: Path, name: str, key: Mapping[str, Any], arrays: Mapping[str, n
         arr = np.ascontiguousarray(arr)
         np.save(data / f"{k}.npy", arr, allow_pickle=False)
         files[k] = {"shape": list(arr.shape), "dtype": arr.dtype.str, "crc32": _crc(arr)}
+    opaque = {}
+    for k, write in (writers or {}).items():
+        f = data / k
+        write(f)
+        opaque[k] = {"size": f.stat().st_size, "crc32": _file_crc(f)}
     manifest = {"format": FORMAT, "key": dict(key), "dir": data.name, "arrays": files,
-                "meta": dict(meta)}
+                "files": opaque, "meta": dict(meta)}
     tmp = folder / f".{name}.{token}.json"
     tmp.write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, folder / f"{name}.json")
@@ -115,6 +136,7 @@ def load(folder: Path, name: str, key: Mapping[str, Any], *, checksum: bool,
     try:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
         saved_key, files, meta = dict(manifest["key"]), manifest["arrays"], manifest["meta"]
+        opaque = dict(manifest.get("files", {}))
         data = folder / manifest["dir"]
         fmt = manifest["format"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -140,7 +162,20 @@ def load(folder: Path, name: str, key: Mapping[str, Any], *, checksum: bool,
         if checksum and _crc(arr) != spec["crc32"]:
             raise Unusable(f"corrupt: {f.name}: CRC-32 differs from the manifest's")
         arrays[k] = arr
-    return Saved(arrays, meta, saved_key)
+    paths = {}
+    for k, spec in opaque.items():
+        f = data / k
+        try:
+            size = f.stat().st_size
+            if size != spec["size"]:
+                raise Unusable(f"corrupt: {f.name} holds {size} bytes, the manifest says "
+                               f"{spec['size']}")
+            if checksum and _file_crc(f) != spec["crc32"]:
+                raise Unusable(f"corrupt: {f.name}: CRC-32 differs from the manifest's")
+        except OSError as exc:
+            raise Unusable(f"corrupt: {f.name}: {exc}") from exc
+        paths[k] = f
+    return Saved(arrays, meta, saved_key, paths)
 
 
 def strings_to_arrays(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
