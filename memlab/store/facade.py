@@ -80,7 +80,9 @@ class DenseView:
             self.index, self.opened, self.saved = open_exact_index(
                 path, cache, cfg, stats if stats is not None else Counter())
         else:
-            self.index = ExactIndex.load(cache, exact_dtype=cfg.store.exact_dtype)
+            self.index = ExactIndex.load(cache, exact_dtype=cfg.store.exact_dtype,
+                                         prefilter=cfg.store.exact_prefilter)
+        self.index.prefilter = cfg.store.exact_prefilter   # a saved state's index too
         if cfg.store.dense_index == "usearch":
             self.ann = AnnIndex.from_config(cfg, stats)
 
@@ -309,7 +311,7 @@ class Store:
             held["dense_index"] = len(old)
             fresh = ExactIndex(dim=old.dim, dtype=old.dtype, int8_scale=old.int8_scale,
                                gather_fraction=old.gather_fraction,
-                               exact_dtype=old.exact_dtype)
+                               exact_dtype=old.exact_dtype, prefilter=old.prefilter)
             fresh.stale = True   # empty: the next sync reloads it
             self.dense.index = fresh
             if self.dense.ann is not None:
