@@ -72,6 +72,24 @@ def _float_rows(mat, q, idx):    # pragma: no cover - compiled
     return out
 
 
+def _row_codes(rows, codes, scale, err):    # pragma: no cover - compiled
+    d = rows.shape[1]
+    for i in range(rows.shape[0]):
+        peak = np.float32(0.0)
+        for j in range(d):
+            peak = max(peak, abs(rows[i, j]))
+        sc = np.float32(peak / np.float32(127.0)) if peak > 0 else np.float32(1.0)
+        inv = np.float32(127.0) / peak if peak > 0 else np.float32(1.0)
+        e = 0.0
+        for j in range(d):
+            c = min(np.float32(127.0), max(np.float32(-127.0), np.rint(rows[i, j] * inv)))
+            codes[i, j] = np.int8(c)
+            diff = np.float64(rows[i, j]) - np.float64(c) * np.float64(sc)
+            e += diff * diff
+        scale[i] = sc
+        err[i] = np.float32(np.sqrt(e) * (1.0 + 2.0 ** -20))
+
+
 def _half_rows(bits, q, idx, table):    # pragma: no cover - compiled
     out = np.empty(len(idx), np.float32)
     d = bits.shape[1]
@@ -84,17 +102,17 @@ def _half_rows(bits, q, idx, table):    # pragma: no cover - compiled
     return out
 
 
-def _jit(numba, fn: Callable) -> Callable:
+def _jit(numba, fn: Callable, fastmath: bool = True) -> Callable:
     """``numba.njit(cache=True)``, or without the disk cache where no cache directory is
     writable (numba raises RuntimeError when it finds no cache locator)."""
     try:
-        return numba.njit(nogil=True, fastmath=True, cache=True)(fn)
+        return numba.njit(nogil=True, fastmath=fastmath, cache=True)(fn)
     except RuntimeError as exc:
         if not stats["no disk cache"]:
             log.warning("memlab: numba cannot cache the exact index's kernels on disk (%s): "
                         "compiled in each process", exc)
         stats["no disk cache"] += 1
-        return numba.njit(nogil=True, fastmath=True)(fn)
+        return numba.njit(nogil=True, fastmath=fastmath)(fn)
 
 
 def _compile() -> dict[str, Callable]:
@@ -109,7 +127,8 @@ def _compile() -> dict[str, Callable]:
                     "converts rows with numpy (slower), its bound scan is skipped", exc)
         return _kernels
     _kernels.update(int8=_jit(numba, _int8_rows), int8_all=_jit(numba, _int8_all),
-                    float16=_jit(numba, _half_rows), rows64=_jit(numba, _float_rows))
+                    float16=_jit(numba, _half_rows), rows64=_jit(numba, _float_rows),
+                    codes=_jit(numba, _row_codes))
     return _kernels
 
 
@@ -138,22 +157,15 @@ def dot(mat: np.ndarray, q: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
 
 def row_codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-row int8 codes of float32 ``rows`` for the bound scan: (codes int8, scale float32,
-    err float32) with scale = max |row| / 127 (1 for a zero row), codes = round(row / scale), and
-    err >= || row - codes * scale ||_2 (computed in float64 from the float32 scale, rounded
-    up), so that for any unit query q, | row . q - scale * (codes . q) | <= err."""
-    rows = np.asarray(rows, np.float32)
+    err float32) with scale = max |row| / 127 (1 for a zero row), codes = round(row * 127 /
+    max |row|), and err >= || row - codes * scale ||_2 (summed in float64 from the float32
+    scale, rounded up), so that for any unit query q, | row . q - scale * (codes . q) | <= err.
+    One compiled pass over the rows (with numba, see :func:`bound_scan`)."""
+    rows = np.ascontiguousarray(rows, np.float32)
     codes = np.empty(rows.shape, np.int8)
     scale = np.empty(len(rows), np.float32)
     err = np.empty(len(rows), np.float32)
-    for s in range(0, len(rows), BLOCK):
-        r = rows[s:s + BLOCK]
-        peak = np.abs(r).max(axis=1) if r.shape[1] else np.zeros(len(r), np.float32)
-        sc = np.where(peak > 0, peak / np.float32(127), np.float32(1)).astype(np.float32)
-        c = np.clip(np.rint(r / sc[:, None]), -127, 127).astype(np.int8)
-        diff = r.astype(np.float64) - c.astype(np.float64) * sc.astype(np.float64)[:, None]
-        e = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-        codes[s:s + BLOCK], scale[s:s + BLOCK] = c, sc
-        err[s:s + BLOCK] = (e * (1 + 2 ** -20)).astype(np.float32)
+    _compile()["codes"](rows, codes, scale, err)
     return codes, scale, err
 
 

@@ -198,8 +198,8 @@ class ExactIndex:
             self._code_rows()
 
     def _code_rows(self) -> None:
-        """The bound scan's codes of the rows not yet coded (float32 rows)."""
-        if self._coded >= self._n or self.exact_dtype != "float32":
+        """The bound scan's codes of the rows not yet coded (float32 rows; with numba)."""
+        if self._coded >= self._n or self.exact_dtype != "float32" or not bound_scan():
             return
         cap = len(self._rowid)
         if len(self._cscale) < cap:
@@ -237,6 +237,8 @@ class ExactIndex:
         pos = np.flatnonzero(at >= 0)
         if not len(pos):
             return pos, np.zeros((0, self.dim), np.float32)
+        if self.exact_dtype == "float32":    # unit already (inverse norm 1): no copies
+            return pos, self._mat[at[pos]]
         return pos, self._unit(self._mat[at[pos]]) * self._rnorm[at[pos], None]
 
     # -- search ----------------------------------------------------------------------------------

@@ -100,10 +100,10 @@ class DenseView:
 
     def vectors(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(positions in ``rowids`` that have a vector, their unit vectors): cosine = vecs @ q."""
-        rowids = [int(r) for r in rowids]
         if self.index is not None:
             self.index.sync(self.cache)
             return self.index.vectors(rowids)
+        rowids = [int(r) for r in rowids]
         if not self.cache.exists():
             return np.zeros(0, np.int64), np.zeros((0, self.cache.dim), np.float32)
         present = set(self.cache._present(rowids))
