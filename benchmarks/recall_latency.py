@@ -616,6 +616,12 @@ def run(opt: Options, tmp: str) -> dict[str, Any]:
             print(f"[{n}] recall with the preset learned p50 "
                   f"{row['recall_no_embed_learned']['p50_ms']} ms (today's "
                   f"{row['recall_no_embed']['p50_ms']} ms)", flush=True)
+        # the bound scan (store.exact_prefilter on: int8 codes scanned first, float32 ranking)
+        pcfg = cfg.replace(**{"store.exact_prefilter": True})
+        with open_store(path, config=pcfg, embedder=emb, clock=clock) as pstore:
+            pstore.warm()
+            row["recall_no_embed_bound"] = repeat_latency(
+                lambda i: pstore.recall(queries[i], k=K), opt.queries, opt.repeats)
         for dt in opt.dtypes:   # the exact index's rows in float16 / int8 (store.exact_dtype)
             dcfg = cfg.replace(**{"store.exact_dtype": dt, "store.persist_index": False})
             with open_store(path, config=dcfg, embedder=emb, clock=clock) as dstore:
@@ -768,12 +774,14 @@ def open_first_recall(path: str, cfg: MemlabConfig, emb: Any, clock: Any, query:
 
 def exact_dtypes(n: int, mat: np.ndarray, meta: list, qvecs: np.ndarray, truth: list, *, k: int,
                  repeats: int, dtypes: Sequence[str], scope: tuple[str, str]) -> dict[str, Any]:
-    """ExactIndex search (the dense pool, k) with float32 rows and each compact dtype: latency,
-    top-10 overlap with float32, the rows' memory."""
+    """ExactIndex search (the dense pool, k) with float32 rows (the plain scan, and the bound
+    scan of store.exact_prefilter: "float32+bound") and each compact dtype: latency, top-10
+    overlap with float32, the rows' memory (the bound scan's codes not counted)."""
     a, u = scope
     row: dict[str, Any] = {"memories": n, "queries": len(qvecs), "k": k}
-    for dt in ["float32", *dtypes]:
-        ix = ExactIndex(dim=mat.shape[1], exact_dtype=dt)
+    for dt in ["float32", "float32+bound", *dtypes]:
+        ix = ExactIndex(dim=mat.shape[1], exact_dtype=dt.split("+")[0],
+                        prefilter=dt.endswith("+bound"))
         ix.add(np.arange(1, n + 1), mat, meta)
         ix.search(qvecs[0], k, agent_id=a, user_id=u)      # compile the kernel first
         got = [ix.search(q, K, agent_id=a, user_id=u)[0] for q in qvecs]
@@ -865,6 +873,11 @@ def _load(values: Sequence[float]) -> str:
     return " ".join(f"{v:.2f}" for v in values)
 
 
+#: the end-to-end recall row of each dense scan of the exact_dtype table (the default config,
+#: store.exact_prefilter off, is float32)
+_RECALL_KEY = {"float32": "", "float32+bound": "_bound"}
+
+
 def tables(res: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """The report's tables (latencies as 'p50 / p95' in ms; load = 1/5/15-minute averages)."""
     ms, ld = _ms, _load
@@ -915,7 +928,7 @@ def tables(res: dict[str, Any]) -> dict[str, pd.DataFrame]:
             pd.DataFrame([{"memories": r["memories"], "dtype": dt, "search": ms(r[dt]),
                            "overlap": r[dt]["overlap_vs_f32"], "rows MB": r[dt]["rows_mb"],
                            "recall, no embedding": ms(next(
-                               (x.get("recall_no_embed" + ("" if dt == "float32" else f"_{dt}"))
+                               (x.get("recall_no_embed" + _RECALL_KEY.get(dt, f"_{dt}"))
                                 for x in res["recall"] if x["memories"] == r["memories"]),
                                None)),
                            "load": ld(r["load"])}

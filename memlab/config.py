@@ -165,6 +165,16 @@ class StoreConfig(_Section):
         "float32: benchmarks/recall_latency.py). Scanned by numba kernels (the fast extra; "
         "without it numpy converts rows in blocks, slower). memlab's choice: float32.",
         stage="candidates")
+    exact_prefilter: bool = _f(
+        False, "float32 rows (exact_dtype float32): the exact index also keeps per-row int8 "
+        "codes with an error bound (a quarter more memory) and scans those first, then ranks "
+        "only the rows whose bound can still reach the best k, by their cosines. The rows of an "
+        "exact scan, cosines within float32 rounding; the dense search about 2.3x faster at 100k "
+        "(README, Scale). Needs numba (the fast extra; without it the float32 scan serves, "
+        "counted), imported by the first search of a process, and codes built for a saved "
+        "state's rows there: that first recall takes seconds longer. memlab's choice: off "
+        "(open + first recall, issue 22 item 1); on for long-lived processes.",
+        stage="candidates")
     dense_index: Literal["exact", "usearch"] = _f(
         "exact", "How the in-process dense route (read_index numpy) searches: the exact scan "
         "(exact) or an approximate HNSW graph over the same rows (usearch; the optional extra "

@@ -14,6 +14,17 @@ rows (float16 rounding; int8: the dequantised row, renormalised by its stored no
 ranking may differ from float32's near ties: the top-10 overlap is measured by
 ``benchmarks/recall_latency.py``.
 
+The bound scan (``store.exact_prefilter``, float32 rows only): the index also keeps per-row int8
+codes with an error bound (:func:`memlab.store.dots.row_codes`); a search scans the codes (a
+quarter of the memory traffic), keeps the rows whose upper bound reaches the k-th best lower
+bound, and ranks those by their cosines summed in float64, rounded to float32
+(:func:`memlab.store.dots.exact_rows`). Every row at or above the k-th cosine survives, ties
+included, so the rows are those of an exact scan; the cosines equal the float32 scan's within
+float32 rounding (BLAS's float32 sums may differ in the last bit, even for identical rows at
+different places: here identical rows tie exactly and are cut by rowid). The codes are built
+with the rows (``add``), or by the first search after rows arrived without them (a persisted
+state loaded by :mod:`memlab.store.indexio`).
+
 Keeping in step: load it at open (:meth:`ExactIndex.load`); after each *committed* write apply the
 same change (:meth:`add`, :meth:`remove`) passing the generation the write returned; a generation
 that does not follow the index's own (another process wrote meanwhile) marks it stale, and
@@ -31,7 +42,7 @@ import numpy as np
 from memlab.errors import InvalidInput
 from memlab.types import LAYER_CODES
 
-from .dots import dot
+from .dots import bound_scan, dot, exact_rows, margin, row_codes, scaled_int8
 from .rowmap import RowMap
 from .snapshot import read_snapshot
 from .vectors import MAX_K, VectorCache, VectorMeta, clamp_time, quantize_int8
@@ -49,15 +60,19 @@ class ExactIndex:
             rows (gather); otherwise score all rows and mask. A speed knob, not a result changer.
         exact_dtype: how the index holds its unit vectors: ``"float32"``, ``"float16"`` or
             ``"int8"`` (see the module).
+        prefilter: float32 rows only: search through the bound scan (see the module; same
+            results, faster with numba).
     """
 
     def __init__(self, *, dim: int, dtype: str = "float32", int8_scale: float = 0.25,
-                 gather_fraction: float = 0.25, exact_dtype: str = "float32") -> None:
+                 gather_fraction: float = 0.25, exact_dtype: str = "float32",
+                 prefilter: bool = False) -> None:
         if exact_dtype not in _ROW_TYPES:
             raise InvalidInput("exact_dtype", "must be float32, float16 or int8", exact_dtype)
         self.dim, self.dtype, self.int8_scale = int(dim), dtype, float(int8_scale)
         self.gather_fraction = float(gather_fraction)
         self.exact_dtype = exact_dtype
+        self.prefilter = bool(prefilter)
         self.generation = -1
         self.stale = False
         self._n = 0
@@ -71,6 +86,11 @@ class ExactIndex:
         self._rnorm = np.zeros(0, np.float32)   # 1 / |held row| (int8: the dequantised row's)
         self._codes: dict[str, int] = {}
         self._pos = RowMap()
+        # the bound scan's int8 codes, their scale and error bound, valid for rows [0, _coded)
+        self._code8 = np.zeros((0, self.dim), np.int8)
+        self._cscale = np.zeros(0, np.float32)
+        self._cerr = np.zeros(0, np.float32)
+        self._coded = 0
 
     @classmethod
     def load(cls, cache: VectorCache, **kwargs: Any) -> "ExactIndex":
@@ -81,7 +101,8 @@ class ExactIndex:
 
     def _reload(self, cache: VectorCache) -> None:
         self.__init__(dim=cache.dim, dtype=cache.dtype, int8_scale=cache.int8_scale,
-                      gather_fraction=self.gather_fraction, exact_dtype=self.exact_dtype)
+                      gather_fraction=self.gather_fraction, exact_dtype=self.exact_dtype,
+                      prefilter=self.prefilter)
         with read_snapshot(cache.conn):    # the generation and the rows of one state
             if not cache.exists():
                 return
@@ -126,6 +147,13 @@ class ExactIndex:
                          "_mat"):
                 arr = getattr(self, name)
                 arr[:n] = arr[:self._n][keep]
+            if self._coded == self._n:    # every row coded: the codes move with their rows
+                for name in ("_code8", "_cscale", "_cerr"):
+                    arr = getattr(self, name)
+                    arr[:n] = arr[:self._n][keep]
+                self._coded = n
+            else:                          # built again, whole, when a search needs them
+                self._coded = 0
             self._n = n
             self._pos.reset(self._rowid[:n])
         self._advance(generation)
@@ -164,7 +192,23 @@ class ExactIndex:
         self._active[s] = [x.active for x in meta]
         self._rnorm[s] = self.inverse_norms(mat)
         self._pos.set(rowids, np.arange(self._n, self._n + m))
+        coded = self._coded == self._n
         self._n = need
+        if coded and self.prefilter:
+            self._code_rows()
+
+    def _code_rows(self) -> None:
+        """The bound scan's codes of the rows not yet coded (float32 rows; with numba)."""
+        if self._coded >= self._n or self.exact_dtype != "float32" or not bound_scan():
+            return
+        cap = len(self._rowid)
+        if len(self._cscale) < cap:
+            self._code8 = _grow(self._code8[:self._coded], cap)
+            self._cscale = _grow(self._cscale[:self._coded], cap)
+            self._cerr = _grow(self._cerr[:self._coded], cap)
+        s = slice(self._coded, self._n)
+        self._code8[s], self._cscale[s], self._cerr[s] = row_codes(self._mat[s])
+        self._coded = self._n
 
     def encode(self, mat: np.ndarray) -> np.ndarray:
         """Rows as this index holds them: unit-normalised, then in ``exact_dtype``."""
@@ -193,6 +237,8 @@ class ExactIndex:
         pos = np.flatnonzero(at >= 0)
         if not len(pos):
             return pos, np.zeros((0, self.dim), np.float32)
+        if self.exact_dtype == "float32":    # unit already (inverse norm 1): no copies
+            return pos, self._mat[at[pos]]
         return pos, self._unit(self._mat[at[pos]]) * self._rnorm[at[pos], None]
 
     # -- search ----------------------------------------------------------------------------------
@@ -206,7 +252,26 @@ class ExactIndex:
                           until=until, active_only=active_only)
         if k == 0 or len(idx) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        return self.rank(idx, self.score(idx, q), k)
+        every = len(idx) == self._n      # select kept every row: idx is 0 .. n - 1
+        if self.prefilter and self.exact_dtype == "float32" and bound_scan():
+            kept = idx if k >= len(idx) else self.bound(idx, q, k, every=every)
+            return self.rank(kept, exact_rows(self._mat, q, kept), k)
+        return self.rank(idx, self.score(idx, q, every=every), k)
+
+    def bound(self, idx: np.ndarray, q: np.ndarray, k: int, *, every: bool = False
+              ) -> np.ndarray:
+        """The positions of ``idx`` (``k`` < their number) whose float32 cosine with ``q`` may
+        be among their best ``k``: the bound scan over the int8 codes (module docstring; needs
+        numba: :func:`memlab.store.dots.bound_scan`). ``every``: ``idx`` is every position in order (read the codes in
+        order)."""
+        self._code_rows()
+        sims = scaled_int8(self._code8[:self._n] if every else self._code8,
+                           self._cscale[:self._n] if every else self._cscale, q,
+                           None if every else idx)
+        err = self._cerr[:self._n] if every else self._cerr[idx]
+        low = sims - err
+        kth = np.partition(low, len(low) - k)[len(low) - k]
+        return idx[sims + err >= kth - np.float32(2 * margin(self.dim))]
 
     def query(self, query_vec: Any, k: int) -> np.ndarray:
         """The query as this index scores it (validated; int8 tables: quantised; unit)."""
@@ -248,14 +313,18 @@ class ExactIndex:
             mask &= self._time[sel] < math.floor(clamp_time(until, "until"))
         return np.flatnonzero(mask) if at is None else sel[mask]
 
-    def score(self, idx: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Cosines of the rows at positions ``idx`` with the prepared query ``q``."""
+    def score(self, idx: np.ndarray, q: np.ndarray, *, every: bool = False) -> np.ndarray:
+        """Cosines of the rows at positions ``idx`` with the prepared query ``q``. ``every``:
+        ``idx`` is every position in order (compact rows are then read in order)."""
         n = self._n
         if self.exact_dtype != "float32":
-            sims = dot(self._mat, q, idx)
+            sims = dot(self._mat[:n], q, None) if every else dot(self._mat, q, idx)
             if self.exact_dtype == "int8":
-                sims = sims * np.float32(self.int8_scale / 127.0) * self._rnorm[idx]
+                sims = sims * np.float32(self.int8_scale / 127.0) * \
+                    (self._rnorm[:n] if every else self._rnorm[idx])
             return sims
+        if every:
+            return self._mat[:n] @ q
         if len(idx) < self.gather_fraction * n:
             return self._mat[idx] @ q
         return (self._mat[:n] @ q)[idx]

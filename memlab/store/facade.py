@@ -83,7 +83,9 @@ class DenseView:
             self.index, self.opened, self.saved = open_exact_index(path, cache, cfg, stats)
             keeper = GraphFile(path, cache, cfg, stats)
         else:
-            self.index = ExactIndex.load(cache, exact_dtype=cfg.store.exact_dtype)
+            self.index = ExactIndex.load(cache, exact_dtype=cfg.store.exact_dtype,
+                                         prefilter=cfg.store.exact_prefilter)
+        self.index.prefilter = cfg.store.exact_prefilter   # a saved state's index too
         if cfg.store.dense_index == "usearch":    # its graph is saved beside the store too
             self.ann = AnnIndex.from_config(cfg, stats, keeper)
 
@@ -101,10 +103,10 @@ class DenseView:
 
     def vectors(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(positions in ``rowids`` that have a vector, their unit vectors): cosine = vecs @ q."""
-        rowids = [int(r) for r in rowids]
         if self.index is not None:
             self.index.sync(self.cache)
             return self.index.vectors(rowids)
+        rowids = [int(r) for r in rowids]
         if not self.cache.exists():
             return np.zeros(0, np.int64), np.zeros((0, self.cache.dim), np.float32)
         present = set(self.cache._present(rowids))
@@ -315,7 +317,7 @@ class Store:
             held["dense_index"] = len(old)
             fresh = ExactIndex(dim=old.dim, dtype=old.dtype, int8_scale=old.int8_scale,
                                gather_fraction=old.gather_fraction,
-                               exact_dtype=old.exact_dtype)
+                               exact_dtype=old.exact_dtype, prefilter=old.prefilter)
             fresh.stale = True   # empty: the next sync reloads it
             self.dense.index = fresh
             if self.dense.ann is not None:
