@@ -62,7 +62,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -110,12 +110,13 @@ def _load(label: str, data: Path):
     return registry.load(name, path=path, **opts)
 
 
-def _presets(cache_dir: str, sets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """The compared presets, each with ``bench.cache_dir`` and the ``--set`` overrides."""
+def _presets(cache_dir: str, sets: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The compared presets, each with ``bench.cache_dir`` and ``sets`` (the ``--set``
+    overrides, parsed)."""
     from memlab.bench.run import resolve_preset
-    from memlab.config import load_config, parse_assignments
+    from memlab.config import load_config
 
-    over = {"bench.cache_dir": cache_dir, **parse_assignments(list(sets), what="--set")}
+    over = {"bench.cache_dir": cache_dir, **(sets or {})}
     return {p: load_config(resolve_preset(p)[1], overrides=over) for p in ("reverie", *BASELINES)}
 
 
@@ -128,7 +129,7 @@ def load_dev(label: str, args, embedder, log) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     ds = _load(label, args.data)
-    cfgs = _presets(args.cache_dir, args.set)
+    cfgs = _presets(args.cache_dir, args.overrides)
     reps = {p: replay_cached(ds, c, embedder=embedder if c.recall.use_dense else None,
                              progress=not args.quiet) for p, c in cfgs.items()}
     t_replay = time.perf_counter() - t0
@@ -164,13 +165,10 @@ def tuned_methods(label: str, dev: dict[str, Any], args, embedder, log) -> dict[
         t1 = time.perf_counter()
         out_dir = Path(args.out_dir) / "sweeps"
         name, path, opts = _source(label, args.data)
-        from memlab.config import parse_assignments
-
         res = memlab.sweep(dataset=name, path=path, options=opts,
                            space="reverie_score", preset="reverie", objective=args.metric,
                            trials=args.trials, sampler="tpe", folds=k, seed=args.seed,
-                           overrides={"bench.cache_dir": args.cache_dir,
-                                      **parse_assignments(args.set, what="--set")},
+                           overrides={"bench.cache_dir": args.cache_dir, **args.overrides},
                            out_dir=out_dir,
                            study=f"quality-{Path(label).name}-{args.metric}-t{args.trials}-k{k}",
                            progress=not args.quiet, embedder=embedder)
@@ -272,7 +270,7 @@ def transfer(src_yaml: Path, labels: list[str], args, embedder) -> dict[str, Any
     out = {}
     for label in labels:
         ds = _load(label, args.data)
-        cfgs = _presets(args.cache_dir, args.set)
+        cfgs = _presets(args.cache_dir, args.overrides)
         rep = replay_cached(ds, cfgs["reverie"], embedder=embedder, progress=not args.quiet)
         frames = {"reverie": per_query(rep, cfgs["reverie"]), "tuned": per_query(rep, tuned)}
         for b in BASELINES:
@@ -296,7 +294,7 @@ def joint(labels: list[str], args, embedder, log) -> dict[str, Any]:
     from memlab.tune.space import resolve_space
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    cfg = _presets(args.cache_dir, args.set)["reverie"]
+    cfg = _presets(args.cache_dir, args.overrides)["reverie"]
     reps = {label: replay_cached(_load(label, args.data), cfg, embedder=embedder,
                                  progress=not args.quiet) for label in labels}
     space = resolve_space("reverie_score")
@@ -497,8 +495,9 @@ def main(argv: list[str] | None = None) -> int:
                  "dataset folder")
     from memlab.config import parse_assignments
 
+    args.overrides = parse_assignments(args.set, what="--set")
     started = time.perf_counter()
-    embedder = make_embedder(MemlabConfig().replace(**parse_assignments(args.set, what="--set")))
+    embedder = make_embedder(MemlabConfig().replace(**args.overrides))
     res: dict[str, Any] = {"metric": args.metric, "datasets": {},
                            "command": " ".join(["python", "benchmarks/quality.py",
                                                 *(argv if argv is not None else sys.argv[1:])]),

@@ -98,7 +98,8 @@ def train_learned(reps: dict, records: list[dict], cfg, args, env, command: str,
     t0 = time.perf_counter()
     parts = [Part(label, rep, cfg) for label, rep in reps.items()]
     booster, feats, counts = fit_model(parts, seed=args.seed, threads=1, drop=args.drop)
-    trained = {**counts, "seed": args.seed, "drop": list(args.drop), "command": command, "git_commit": _git_commit(),
+    trained = {**counts, "seed": args.seed, "drop": list(args.drop), "command": command,
+               "git_commit": _git_commit(),
                "lightgbm": lightgbm.__version__, "sklearn": sklearn.__version__,
                "seconds": round(time.perf_counter() - t0, 1)}
     out = save_model(booster, Path(args.out_dir) / "learned.skops", features=feats,

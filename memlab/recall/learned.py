@@ -112,7 +112,7 @@ def route_features(table: Table, cfg: MemlabConfig) -> dict[str, np.ndarray]:
                                column(table, "lexical_rank", np.float64), cfg.baselines.rrf_k)
     score = dense + lexical
     qid = column(table, "qid", np.int64)
-    order = np.lexsort((np.arange(n), -score, qid))
+    order = np.lexsort((-score, qid))     # stable: ties keep the row order
     starts = np.r_[0, np.flatnonzero(qid[order][1:] != qid[order][:-1]) + 1]
     pos = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
     rank = np.empty(n, np.float64)

@@ -29,9 +29,9 @@ spec's temporal term goes either way with the question's intent).
 the groups (``valid_fraction``, seeded) held back for early stopping. ``params`` override the
 defaults (:data:`DEFAULTS`); ``base_feature`` / ``base_scale`` among them boost the trees from a
 baseline's rank (``init_score`` = :func:`memlab.recall.learned.base_score`, recorded in the
-model's manifest and added back when it scores). ``threads`` 1 by default: measured on this 2-core machine under
-load, one LightGBM fit took 1.1 s with one thread and 19.7 s with two (OpenMP threads spin while
-they wait for a core).
+model's manifest and added back when it scores). ``threads`` 1 by default: measured on this
+2-core machine under load, one LightGBM fit took 1.1 s with one thread and 19.7 s with two
+(OpenMP threads spin while they wait for a core).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from memlab.recall.learned import COMPUTED, FEATURES, GATE_FEATURES, ROUTE_FEATU
 from memlab.recall.score import relevance_mask
 from memlab.tune.fit import gold_mask, question_keys
 
-__all__ = ["GROUPS", "NOT_PORTABLE", "MONOTONE", "DEFAULTS", "KINDS", "Part", "Rows", "groups_of", "resolve_drop",
-           "build_rows", "fit_model"]
+__all__ = ["GROUPS", "NOT_PORTABLE", "MONOTONE", "DEFAULTS", "KINDS", "Part", "Rows", "groups_of",
+           "resolve_drop", "build_rows", "fit_model"]
 
 KINDS = ("lambdarank", "hgb")
 #: column groups for the ablation (``drop``); a column in none is in ``other``
@@ -165,8 +165,7 @@ def _part_rows(part: Part, features: Sequence[str], floor: bool
     keys = question_keys(part.rep)[qid] if n else np.zeros(0, dtype=object)
     if part.questions is not None:
         keep &= pd.Series(keys).isin(pd.Index(part.questions)).to_numpy()
-    gates = computed_features(table, part.cfg, features) \
-        if any(c in COMPUTED for c in features) else {}
+    gates = computed_features(table, part.cfg, features)
     X = np.column_stack([gates[c] if c in gates else column(table, c, np.float64)
                          for c in features]) if features else np.zeros((n, 0))
     order = np.flatnonzero(keep)[np.argsort(qid[keep], kind="stable")]
