@@ -73,6 +73,15 @@ _BUILD_BATCH = 50_000   # rows converted to float32 at a time when the graph is 
 SCALAR_TOL = {"f32": 1e-6, "f16": 1e-3, "i8": 2.0 / 127}
 
 
+def moved(graph: Any, exact: ExactIndex, keys: np.ndarray, scalar: str) -> np.ndarray:
+    """Which of ``keys`` (rowids both hold) ``graph`` holds with a vector farther from
+    ``exact``'s than the rounding of the graph's ``scalar`` (:data:`SCALAR_TOL`), or not a
+    number."""
+    was = np.stack(graph.get(keys, dtype=np.float32))
+    _, now = exact.vectors(keys)
+    return ~(np.abs(was - now).max(axis=1) <= SCALAR_TOL[scalar])
+
+
 def load_usearch() -> Any:
     """usearch's Index class, or memlab's error naming the extra that installs it."""
     try:
@@ -167,12 +176,15 @@ class AnnIndex:
         self.stats["ann_rebuild"] += 1
         log.debug("ann: rebuilding the HNSW graph from %d rows", len(exact))
         graph = self.new_graph(exact.dim)
-        rowids = exact.rowids()
+        self._add(graph, exact, exact.rowids())
+        self.adopt(graph, exact, viewed=False)
+
+    def _add(self, graph: Any, exact: ExactIndex, rowids: np.ndarray) -> None:
+        """Add ``exact``'s rows ``rowids`` to ``graph``, converted to float32 in batches."""
         for lo in range(0, len(rowids), _BUILD_BATCH):
             keys = rowids[lo:lo + _BUILD_BATCH]
             _, vecs = exact.vectors(keys)
             graph.add(keys, vecs, threads=self.threads)
-        self.adopt(graph, exact, viewed=False)
 
     def adopt(self, graph: Any, exact: ExactIndex, *, viewed: bool) -> None:
         """Hold ``graph`` as the mirror of ``exact`` at its current generation."""
@@ -191,13 +203,11 @@ class AnnIndex:
         rows = exact.rowids()
         gone, new = np.setdiff1d(held, rows), np.setdiff1d(rows, held)
         common = np.intersect1d(held, rows)
-        moved = [np.zeros(0, np.int64)]
+        parts = [np.zeros(0, np.int64)]
         for lo in range(0, len(common), _BUILD_BATCH):
             keys = common[lo:lo + _BUILD_BATCH]
-            was = np.stack(graph.get(keys, dtype=np.float32))
-            _, now = exact.vectors(keys)
-            moved.append(keys[np.abs(was - now).max(axis=1) > SCALAR_TOL[self.scalar]])
-        changed = np.concatenate(moved)
+            parts.append(keys[moved(graph, exact, keys, self.scalar)])
+        changed = np.concatenate(parts)
         self.stats["ann_catch_up"] += 1
         if len(gone) or len(changed):
             self._writable()
@@ -205,10 +215,7 @@ class AnnIndex:
         add = np.concatenate([new, changed])
         if len(add):
             self._writable()
-        for lo in range(0, len(add), _BUILD_BATCH):
-            keys = add[lo:lo + _BUILD_BATCH]
-            _, vecs = exact.vectors(keys)
-            self._graph.add(keys, vecs, threads=self.threads)
+            self._add(self._graph, exact, add)
         return len(new), len(gone), len(changed)
 
     @property

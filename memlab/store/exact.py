@@ -262,13 +262,12 @@ class ExactIndex:
               ) -> np.ndarray:
         """The positions of ``idx`` (``k`` < their number) whose float32 cosine with ``q`` may
         be among their best ``k``: the bound scan over the int8 codes (module docstring; needs
-        numba: :func:`memlab.store.dots.bound_scan`). ``every``: ``idx`` is every position in order (read the codes in
-        order)."""
+        numba: :func:`memlab.store.dots.bound_scan`). ``every``: ``idx`` is every position in
+        order (read the codes in order)."""
         self._code_rows()
-        sims = scaled_int8(self._code8[:self._n] if every else self._code8,
-                           self._cscale[:self._n] if every else self._cscale, q,
-                           None if every else idx)
-        err = self._cerr[:self._n] if every else self._cerr[idx]
+        n = self._n
+        sims = scaled_int8(self._code8[:n], self._cscale[:n], q, None if every else idx)
+        err = self._cerr[:n] if every else self._cerr[idx]
         low = sims - err
         kth = np.partition(low, len(low) - k)[len(low) - k]
         return idx[sims + err >= kth - np.float32(2 * margin(self.dim))]

@@ -22,7 +22,7 @@ import numpy as np
 from memlab.config import MemlabConfig
 
 from . import persist
-from .ann import SCALAR_TOL, AnnIndex, load_usearch
+from .ann import AnnIndex, load_usearch, moved
 from .connect import Connection
 from .exact import ExactIndex
 from .memindex import _ARRAYS, MemoryIndex, _Postings, _generation
@@ -342,9 +342,7 @@ def _check_graph(graph: Any, ann: AnnIndex, exact: ExactIndex, size: int, *,
         return
     rowids = exact.rowids()[pos]
     _require(bool(graph.contains(rowids).all()), "a probed row is not in the graph")
-    held = np.stack(graph.get(rowids, dtype=np.float32))
-    _, want_vecs = exact.vectors(rowids)
-    _require(bool(np.abs(held - want_vecs).max() <= SCALAR_TOL[ann.scalar]),
+    _require(not moved(graph, exact, rowids, ann.scalar).any(),
              "a vector differs from the exact index's (probe)")
 
 
