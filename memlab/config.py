@@ -169,8 +169,8 @@ class StoreConfig(_Section):
         False, "float32 rows (exact_dtype float32): the exact index also keeps per-row int8 "
         "codes with an error bound (a quarter more memory) and scans those first, then ranks "
         "only the rows whose bound can still reach the best k, by their cosines. The rows of an "
-        "exact scan, cosines within float32 rounding; the dense search about 2.3x faster at 100k "
-        "(README, Scale). Needs numba (the fast extra; without it the float32 scan serves, "
+        "exact scan, cosines within float32 rounding; the dense search at 100k 1.4x faster on a "
+        "quiet 2-core machine, 2.3x under load (README, Scale). Needs numba (the fast extra; without it the float32 scan serves, "
         "counted), imported by the first search of a process, and codes built for a saved "
         "state's rows there: that first recall takes seconds longer. memlab's choice: off "
         "(open + first recall, issue 22 item 1); on for long-lived processes.",
